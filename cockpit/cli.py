@@ -1,0 +1,206 @@
+"""The `cockpit` command line. Headless commands share the services with the TUI.
+
+Imports are deferred into each command so `cockpit --help` stays well under half a second
+and never loads torch or Textual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_OK, EXIT_SOME_FAILED, EXIT_INVALID = 0, 1, 2
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cockpit",
+        description="Watch, verify and safely tear down training sweeps on rented GPUs.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="start the embedded demo fleet (and the TUI against it)")
+    demo.add_argument("--serve", metavar="DIR", type=Path,
+                      help="only serve the fleet from DIR (writes DIR/sweep.yaml); no TUI")
+    demo.add_argument("--theme", default=None, help="TUI theme")
+
+    attach = sub.add_parser("attach", help="open the TUI on a sweep file (attaches to running work)")
+    attach.add_argument("sweep", type=Path)
+    attach.add_argument("--theme", default=None)
+
+    status = sub.add_parser("status", help="one probe record per box, as a table or JSON")
+    status.add_argument("sweep", type=Path)
+    status.add_argument("--json", action="store_true", help="print a JSON document")
+    status.add_argument("--timeout", type=float, default=30.0, help="seconds per box (30)")
+
+    trust = sub.add_parser("trust", help="approve an unknown host key by its SHA-256 fingerprint")
+    trust.add_argument("sweep", type=Path)
+    trust.add_argument("instance")
+    trust.add_argument("--fingerprint", required=True, help="SHA256:... as shown by status")
+
+    profiles = sub.add_parser("profiles", help="list, show and check platform profiles")
+    psub = profiles.add_subparsers(dest="action", metavar="ACTION", required=True)
+    psub.add_parser("list", help="one line per shipped profile")
+    show = psub.add_parser("show", help="print one profile")
+    show.add_argument("name")
+    check = psub.add_parser("check", help="validate profiles; list facts older than N months")
+    check.add_argument("--max-age-months", type=int, default=6)
+    check.add_argument("--today", default=None, help="YYYY-MM (default: this month)")
+    check.add_argument("--dir", type=Path, default=None, help="profiles folder (default: shipped)")
+    return parser
+
+
+def _print_config_error(exc: Exception) -> int:
+    print(str(exc), file=sys.stderr)
+    return EXIT_INVALID
+
+
+def _cmd_profiles(args: argparse.Namespace) -> int:
+    from cockpit.services import profiles as svc
+    from cockpit.services.yamlfile import ConfigError
+
+    if args.action == "list":
+        loaded = svc.load_all()
+        for name, prof in sorted(loaded.profiles.items()):
+            clocks = len(prof.danger_clocks.clocks)
+            print(f"{name:<12} {prof.display_name:<28} meter-stop: {prof.meter.stop_verb}"
+                  f"{' (irreversible)' if prof.meter.irreversible else ''}; "
+                  f"{clocks} danger clock(s)")
+        for problem in loaded.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_INVALID if loaded.problems else EXIT_OK
+    if args.action == "show":
+        try:
+            prof = svc.load_named(args.name)
+        except ConfigError as exc:
+            return _print_config_error(exc)
+        import yaml
+
+        print(yaml.safe_dump(prof.model_dump(mode="json"), allow_unicode=True, sort_keys=False))
+        return EXIT_OK
+    # check
+    today = args.today
+    if today is None:
+        import datetime as dt
+
+        today = dt.date.today().strftime("%Y-%m")
+    if not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", today):
+        print(f"--today must be YYYY-MM, got {today!r}", file=sys.stderr)
+        return EXIT_INVALID
+    loaded = svc.load_all(svc.profile_paths(args.dir) if args.dir else None)
+    if loaded.problems:
+        for problem in loaded.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_INVALID
+    stale = svc.stale_facts(loaded.profiles.values(), today, args.max_age_months)
+    print(f"{len(loaded.profiles)} profile(s) valid; checked against {today}, "
+          f"max age {args.max_age_months} month(s)")
+    for fact in stale:
+        print(f"STALE {fact.platform}.{fact.group}: verified {fact.verified} "
+              f"({fact.age_months} months ago)")
+    return EXIT_SOME_FAILED if stale else EXIT_OK
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from cockpit.services.fleet import status_once
+    from cockpit.services.report import status_document, status_table
+    from cockpit.services.sweepfile import load_sweep
+    from cockpit.services.yamlfile import ConfigError
+
+    try:
+        loaded = load_sweep(args.sweep)
+    except ConfigError as exc:
+        return _print_config_error(exc)
+    results = asyncio.run(
+        status_once(loaded.sweep, loaded.profiles, loaded.directory, timeout=args.timeout)
+    )
+    if args.json:
+        print(json.dumps(status_document(results, loaded.sweep.sweep), indent=2,
+                         ensure_ascii=False))
+    else:
+        from rich.console import Console
+
+        Console().print(status_table(results))
+        for res in results:
+            key = res.state.host_key
+            if key is not None:
+                verb = "REFUSED: changed" if res.state.reachability.value == "key-changed" else (
+                    "unknown")
+                print(f"{res.instance.name}: {verb} host key {key.algorithm} {key.fingerprint}",
+                      file=sys.stderr)
+                if verb == "unknown":
+                    print(f"  verify it out of band, then: cockpit trust {args.sweep} "
+                          f"{res.instance.name} --fingerprint {key.fingerprint}", file=sys.stderr)
+    return EXIT_OK if all(r.snapshot is not None for r in results) else EXIT_SOME_FAILED
+
+
+def _cmd_trust(args: argparse.Namespace) -> int:
+    from cockpit.services import ssh
+    from cockpit.services.sweepfile import load_sweep
+    from cockpit.services.yamlfile import ConfigError
+
+    try:
+        loaded = load_sweep(args.sweep)
+        inst = loaded.sweep.instance(args.instance)
+    except ConfigError as exc:
+        return _print_config_error(exc)
+    except KeyError:
+        print(f"no instance {args.instance!r} in {args.sweep}", file=sys.stderr)
+        return EXIT_INVALID
+    target = ssh.build_target(inst, loaded.sweep.ssh, loaded.directory)
+    try:
+        info = asyncio.run(ssh.approve_host_key(target, args.fingerprint))
+    except ssh.HostKeyProblem as exc:
+        print(f"refused: {exc}. A changed key is never accepted here; check the platform "
+              f"console for the instance's real fingerprint and fix known_hosts by hand.",
+              file=sys.stderr)
+        return EXIT_SOME_FAILED
+    except (ValueError, OSError) as exc:
+        print(f"not trusted: {exc}", file=sys.stderr)
+        return EXIT_SOME_FAILED
+    print(f"trusted {info.algorithm} {info.fingerprint} for {target.host}:{target.port}")
+    return EXIT_OK
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from cockpit.demo.server import run_demo
+
+    return run_demo(serve_dir=args.serve, theme=args.theme)
+
+
+def _cmd_attach(args: argparse.Namespace) -> int:
+    from cockpit.services.sweepfile import load_sweep
+    from cockpit.services.yamlfile import ConfigError
+
+    try:
+        loaded = load_sweep(args.sweep)
+    except ConfigError as exc:
+        return _print_config_error(exc)
+    from cockpit.ui.app import run_app
+
+    return run_app(loaded, theme=args.theme)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `cockpit` console script."""
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    handlers = {
+        "profiles": _cmd_profiles,
+        "status": _cmd_status,
+        "trust": _cmd_trust,
+        "demo": _cmd_demo,
+        "attach": _cmd_attach,
+    }
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    try:
+        return handlers[args.command](args)
+    except KeyboardInterrupt:
+        return 130

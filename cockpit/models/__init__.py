@@ -1,0 +1,1 @@
+"""Pure data and logic: frozen models, parsers, state machines. No I/O, no Textual."""

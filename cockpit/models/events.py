@@ -1,0 +1,24 @@
+"""Events the fleet service emits; the UI turns them into Textual messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cockpit.models.snapshot import HostSnapshot, HostState
+
+
+@dataclass(frozen=True)
+class HostStateChanged:
+    """A box's connection state changed (connected, stale since T, needs approval, ...)."""
+
+    state: HostState
+
+
+@dataclass(frozen=True)
+class SnapshotTaken:
+    """A complete probe record arrived from a box."""
+
+    snapshot: HostSnapshot
+
+
+FleetEvent = HostStateChanged | SnapshotTaken

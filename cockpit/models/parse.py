@@ -1,0 +1,371 @@
+"""Parse probe records and the raw outputs inside them into snapshots.
+
+Pure functions over text, tested against recorded outputs (tests/data). Every parser is
+total: garbage in gives NA values with a reason, never an exception, because a single odd
+line from one box must not take down the whole fleet view.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import csv
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from cockpit.models.snapshot import (
+    NA,
+    FileStat,
+    Gpu,
+    GpuProcess,
+    GpuReading,
+    GpuStatus,
+    HostSnapshot,
+    LogChunk,
+    Memory,
+    Mount,
+    QueueFacts,
+    TmuxSession,
+)
+
+GPU_FIELDS = (
+    "index,name,uuid,utilization.gpu,memory.used,memory.total,temperature.gpu,"
+    "power.draw,power.limit,clocks.sm,clocks.max.sm,mig.mode.current"
+)
+APP_FIELDS = "gpu_uuid,pid,used_memory"
+
+# cgroup v1 reports "no limit" as a huge page-aligned number near 2**63.
+_V1_UNLIMITED = 1 << 60
+
+
+def na_float(text: str) -> float | NA:
+    """A number from nvidia-smi, or NA carrying the marker it printed instead."""
+    value = text.strip()
+    if not value:
+        return NA("empty")
+    if value.startswith("[") or value.upper() in {"N/A", "NOT SUPPORTED", "UNKNOWN ERROR"}:
+        return NA(value)
+    try:
+        return float(value)
+    except ValueError:
+        return NA(f"unparsable: {value[:40]}")
+
+
+def na_int(text: str) -> int | NA:
+    """An integer field (df, stat), or NA for `-` and garbage."""
+    value = text.strip()
+    if value in {"", "-"}:
+        return NA("not reported" if value == "-" else "empty")
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            return int(float(value))
+        except ValueError:
+            return NA(f"unparsable: {value[:40]}")
+
+
+def parse_gpus(text: str, rc: int | None) -> GpuReading:
+    """`nvidia-smi --query-gpu=GPU_FIELDS --format=csv,noheader,nounits` output."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if rc not in (0, None) or any("NVIDIA-SMI has failed" in line for line in lines):
+        message = " ".join(lines).strip() or f"nvidia-smi exited {rc}"
+        return GpuReading(GpuStatus.FAILED, (), message[:300])
+    if any(line.strip() == "No devices were found" for line in lines):
+        return GpuReading(GpuStatus.OK, (), "no devices were found")
+    gpus = []
+    for row in csv.reader(lines, skipinitialspace=True):
+        if len(row) < 11:
+            continue
+        index = na_int(row[0])
+        if isinstance(index, NA):
+            continue
+        gpus.append(
+            Gpu(
+                index=index,
+                name=row[1].strip(),
+                uuid=row[2].strip(),
+                util_pct=na_float(row[3]),
+                mem_used_mib=na_float(row[4]),
+                mem_total_mib=na_float(row[5]),
+                temp_c=na_float(row[6]),
+                power_w=na_float(row[7]),
+                power_limit_w=na_float(row[8]),
+                sm_clock_mhz=na_float(row[9]),
+                sm_clock_max_mhz=na_float(row[10]),
+                mig_mode=(row[11].strip() or NA("empty")) if len(row) > 11 else NA("not queried"),
+            )
+        )
+    if not gpus and lines:
+        return GpuReading(GpuStatus.FAILED, (), "unrecognised nvidia-smi output: " + lines[0][:200])
+    return GpuReading(GpuStatus.OK, tuple(gpus))
+
+
+def parse_apps(text: str) -> list[GpuProcess]:
+    """`nvidia-smi --query-compute-apps=APP_FIELDS --format=csv,noheader,nounits` output."""
+    procs = []
+    for row in csv.reader((ln for ln in text.splitlines() if ln.strip()), skipinitialspace=True):
+        if len(row) < 3:
+            continue
+        pid = na_int(row[1])
+        if isinstance(pid, NA):
+            continue
+        procs.append(GpuProcess(gpu_uuid=row[0].strip(), pid=pid, used_mib=na_float(row[2])))
+    return procs
+
+
+def attach_apps(reading: GpuReading, procs: Sequence[GpuProcess]) -> GpuReading:
+    """Give each GPU the compute processes that run on it (matched by UUID)."""
+    if not procs or reading.status is not GpuStatus.OK:
+        return reading
+    gpus = tuple(
+        Gpu(**{**gpu.__dict__, "processes": tuple(p for p in procs if p.gpu_uuid == gpu.uuid)})
+        for gpu in reading.gpus
+    )
+    return GpuReading(reading.status, gpus, reading.message)
+
+
+def _df_error(path: str, message: str) -> Mount:
+    na = NA(message)
+    return Mount(path, na, na, na, na, na, na, na, na, error=message)
+
+
+def parse_df_output(path: str, text: str) -> Mount:
+    """`df -B1 --output=itotal,iused,iavail,size,used,avail,fstype,target -- PATH`.
+
+    The mount point is the last column and may contain spaces, so split at most 7 times.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    data = [line for line in lines if not line.lstrip().startswith("Inodes")]
+    errors = [line for line in data if line.startswith("df:")]
+    rows = [line for line in data if not line.startswith("df:")]
+    if not rows:
+        return _df_error(path, errors[0][4:].strip() if errors else "df printed nothing")
+    parts = rows[-1].split(None, 7)
+    if len(parts) < 8:
+        return _df_error(path, f"unrecognised df line: {rows[-1][:120]}")
+    itotal, iused, iavail, size, used, avail, fstype, target = parts
+    return Mount(
+        path=path,
+        target=target,
+        fstype=fstype,
+        bytes_total=na_int(size),
+        bytes_used=na_int(used),
+        bytes_avail=na_int(avail),
+        inodes_total=na_int(itotal),
+        inodes_used=na_int(iused),
+        inodes_avail=na_int(iavail),
+    )
+
+
+def parse_df_posix(path: str, bytes_text: str, inode_text: str) -> Mount:
+    """Fallback for df without `--output`: `df -P -B1` plus `df -P -i` (6 columns each)."""
+
+    def last_row(text: str) -> list[str] | None:
+        rows = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(("df:", "Filesystem"))]
+        if not rows:
+            return None
+        parts = rows[-1].split()
+        # The mount point is everything after the 5th column (it may contain spaces); the
+        # source is assumed to have none.
+        return [*parts[:5], " ".join(parts[5:])] if len(parts) >= 6 else None
+
+    brow, irow = last_row(bytes_text), last_row(inode_text)
+    if brow is None:
+        err = next((ln for ln in bytes_text.splitlines() if ln.startswith("df:")), "df: no output")
+        return _df_error(path, err[4:].strip())
+    na = NA("inodes not reported")
+    return Mount(
+        path=path,
+        target=brow[5],
+        fstype=NA("not reported by df -P"),
+        bytes_total=na_int(brow[1]),
+        bytes_used=na_int(brow[2]),
+        bytes_avail=na_int(brow[3]),
+        inodes_total=na_int(irow[1]) if irow else na,
+        inodes_used=na_int(irow[2]) if irow else na,
+        inodes_avail=na_int(irow[3]) if irow else na,
+    )
+
+
+def parse_memory(source: str, lines: Iterable[str], meminfo: Iterable[str]) -> Memory:
+    """cgroup v2/v1 memory current/max/oom_kill, falling back to /proc/meminfo."""
+    values: dict[str, str] = {}
+    for line in lines:
+        key, _, value = line.strip().partition(" ")
+        values[key] = value.strip()
+    info: dict[str, int] = {}
+    for line in meminfo:
+        key, _, value = line.partition(":")
+        number = value.strip().split(" ")[0]
+        if number.isdigit():
+            info[key.strip()] = int(number) * 1024  # meminfo reports kB
+    if source in {"cgroup-v2", "cgroup-v1"}:
+        current = na_int(values.get("current", ""))
+        raw_max = values.get("max", "")
+        limit: int | NA
+        if raw_max == "max":
+            limit = NA("unlimited")
+        else:
+            limit = na_int(raw_max)
+            if isinstance(limit, int) and limit >= _V1_UNLIMITED:
+                limit = NA("unlimited")
+        oom = na_int(values["oom_kill"]) if "oom_kill" in values else NA("no oom_kill counter")
+        if isinstance(limit, NA) and "MemTotal" in info:
+            # No cgroup limit: the host's memory is the real ceiling.
+            limit = info["MemTotal"]
+        return Memory(source, current, limit, oom)
+    if "MemTotal" in info and "MemAvailable" in info:
+        return Memory("meminfo", info["MemTotal"] - info["MemAvailable"], info["MemTotal"],
+                      NA("no cgroup"))
+    na = NA("memory not readable")
+    return Memory("none", na, na, na)
+
+
+def parse_tmux(lines: Iterable[str]) -> tuple[TmuxSession, ...]:
+    """`tmux ls -F '#{session_created} #{session_windows} #{session_name}'`."""
+    sessions = []
+    for line in lines:
+        parts = line.split(" ", 2)
+        if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+            sessions.append(TmuxSession(parts[2], int(parts[1]), float(parts[0])))
+    return tuple(sessions)
+
+
+def _stat_line(path: str, line: str) -> FileStat:
+    parts = line.split()
+    if len(parts) < 3:
+        na = NA("missing")
+        return FileStat(path, na, na, na)
+    return FileStat(path, na_int(parts[0]), na_float(parts[1]), na_int(parts[2]))
+
+
+def _b64(lines: Iterable[str]) -> bytes:
+    try:
+        return base64.b64decode("".join(lines), validate=False)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+@dataclass
+class _Section:
+    head: str
+    arg: str
+    lines: list[str] = field(default_factory=list)
+
+
+def split_sections(text: str) -> list[_Section]:
+    """Split a record into `@@name arg` sections with their body lines."""
+    sections: list[_Section] = []
+    for line in text.split("\n"):
+        if line.startswith("@@"):
+            head, _, arg = line[2:].partition(" ")
+            sections.append(_Section(head, arg))
+        elif sections:
+            sections[-1].lines.append(line)
+    return sections
+
+
+def _rc(section: _Section | None) -> int | None:
+    if section is None or not section.arg.strip().lstrip("-").isdigit():
+        return None
+    return int(section.arg)
+
+
+def parse_record(
+    record: bytes, *, instance: str, observed_at: float, probe_ms: float | NA = NA("not measured")
+) -> HostSnapshot:
+    """One framed probe record (from `@@begin` to `@@end`) into a HostSnapshot."""
+    text = record.decode("utf-8", errors="replace")
+    sections = split_sections(text)
+    seq, remote_time, hostname = 0, NA("no header"), ""
+    gpu = GpuReading(GpuStatus.ABSENT, (), "not probed")
+    apps: list[GpuProcess] = []
+    mounts: list[Mount] = []
+    memory = Memory("none", NA("not probed"), NA("not probed"), NA("not probed"))
+    tmux: tuple[TmuxSession, ...] | NA = NA("not probed")
+    stats: dict[str, FileStat] = {}
+    run_logs: list[FileStat] = []
+    checkpoint: FileStat | None = None
+    pids: tuple[int, ...] | NA = NA("not probed")
+    queue_text: str | None = None
+    chunks: list[LogChunk] = []
+
+    i = 0
+    while i < len(sections):
+        sec = sections[i]
+        nxt = sections[i + 1] if i + 1 < len(sections) else None
+        body = [ln for ln in sec.lines if ln.strip()]
+        if sec.head == "begin":
+            parts = sec.arg.split(" ", 2)
+            seq = int(parts[0]) if parts and parts[0].isdigit() else 0
+            remote_time = na_float(parts[1]) if len(parts) > 1 else NA("no clock")
+            hostname = parts[2] if len(parts) > 2 else ""
+        elif sec.head == "gpu":
+            if sec.arg == "absent":
+                gpu = GpuReading(GpuStatus.ABSENT, (), "nvidia-smi not found on this host")
+            elif sec.arg == "skipped":
+                pass
+            else:
+                gpu = parse_gpus("\n".join(sec.lines), _rc(nxt if nxt and nxt.head == "rc" else None))
+        elif sec.head == "apps" and nxt is not None and nxt.head == "rc" and _rc(nxt) == 0:
+            apps = parse_apps("\n".join(sec.lines))
+        elif sec.head == "mem":
+            info = next((s for s in sections[i + 1:i + 2] if s.head == "meminfo"), None)
+            memory = parse_memory(sec.arg, body, info.lines if info else [])
+        elif sec.head == "tmux":
+            tmux = NA("tmux not installed") if sec.arg == "absent" else (
+                () if sec.arg == "none" else parse_tmux(body))
+        elif sec.head == "mount":
+            if nxt is not None and nxt.head == "posix":
+                inodes = sections[i + 2] if i + 2 < len(sections) else _Section("", "")
+                mounts.append(parse_df_posix(sec.arg, "\n".join(nxt.lines), "\n".join(inodes.lines)))
+                i += 2
+            else:
+                mounts.append(parse_df_output(sec.arg, "\n".join(sec.lines)))
+        elif sec.head == "stat":
+            key, _, path = sec.arg.partition(" ")
+            stats[key] = _stat_line(path, body[0] if body else "")
+        elif sec.head == "text":
+            queue_text = _b64(body).decode("utf-8", errors="replace") if body else None
+        elif sec.head == "dir":
+            for line in body:
+                parts = line.split(" ", 3)
+                if len(parts) == 4:
+                    run_logs.append(FileStat(parts[3], na_int(parts[0]), na_float(parts[1]),
+                                             na_int(parts[2])))
+        elif sec.head == "ckpt":
+            if body:
+                parts = body[-1].split(" ", 2)
+                if len(parts) == 3:
+                    checkpoint = FileStat(parts[2], na_int(parts[1]), na_float(parts[0]))
+        elif sec.head == "proc":
+            found = tuple(int(ln) for ln in body if ln.strip().isdigit())
+            pids = found if isinstance(pids, NA) else tuple(sorted({*pids, *found}))
+        elif sec.head == "log" and body and body[0] != "missing":
+            head = body[0].split()
+            if len(head) == 4 and all(h.isdigit() for h in head):
+                chunks.append(LogChunk(sec.arg, int(head[0]), int(head[1]), _b64(body[1:]),
+                                       reset=head[2] == "1"))
+        i += 1
+
+    return HostSnapshot(
+        instance=instance,
+        observed_at=observed_at,
+        remote_time=remote_time,
+        seq=seq,
+        hostname=hostname,
+        gpu=attach_apps(gpu, apps),
+        mounts=tuple(mounts),
+        memory=memory,
+        tmux=tmux,
+        queue=QueueFacts(
+            process_pids=pids,
+            queue_log=stats.get("queue_log"),
+            run_logs=tuple(run_logs),
+            newest_checkpoint=checkpoint,
+            queue_text=queue_text,
+        ),
+        log_chunks=tuple(chunks),
+        probe_ms=probe_ms,
+    )

@@ -1,0 +1,231 @@
+"""Immutable, timestamped snapshots of one box, as parsed from one probe record.
+
+Every measurement that can be missing is typed `X | NA`: a GPU that reports `[N/A]` for
+power, a driver that is not loaded, a mount that does not exist. `NA` carries the reason
+so the UI can say *why* a number is missing instead of showing a misleading zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class NA:
+    """Not available, with the reason (e.g. `[N/A]`, `[Not Supported]`, `nvidia-smi missing`)."""
+
+    reason: str
+
+    def __str__(self) -> str:
+        return "n/a"
+
+
+def value_or(value: T | NA, default: T) -> T:
+    """`value` unless it is NA."""
+    return default if isinstance(value, NA) else value
+
+
+class GpuStatus(Enum):
+    """Whether GPU numbers could be read at all."""
+
+    OK = "ok"
+    ABSENT = "absent"  # no nvidia-smi / no NVML on this host
+    FAILED = "failed"  # present but failing (driver not loaded, ...)
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A compute process on a GPU as nvidia-smi / NVML sees it."""
+
+    gpu_uuid: str
+    pid: int
+    used_mib: float | NA
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU (or MIG-enabled parent GPU)."""
+
+    index: int
+    name: str
+    uuid: str
+    util_pct: float | NA
+    mem_used_mib: float | NA
+    mem_total_mib: float | NA
+    temp_c: float | NA
+    power_w: float | NA
+    power_limit_w: float | NA
+    sm_clock_mhz: float | NA
+    sm_clock_max_mhz: float | NA
+    mig_mode: str | NA = NA("not queried")
+    processes: tuple[GpuProcess, ...] = ()
+
+    @property
+    def mem_pct(self) -> float | NA:
+        """Memory used as a percentage of total, when both are known."""
+        if isinstance(self.mem_used_mib, NA) or isinstance(self.mem_total_mib, NA):
+            return NA("memory not reported")
+        if self.mem_total_mib <= 0:
+            return NA("zero total memory")
+        return 100.0 * self.mem_used_mib / self.mem_total_mib
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """All GPUs of a host, or why there are none."""
+
+    status: GpuStatus
+    gpus: tuple[Gpu, ...] = ()
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Mount:
+    """Bytes and inodes of the filesystem holding `path` (from `df -B1` and `df -i`)."""
+
+    path: str
+    target: str | NA
+    fstype: str | NA
+    bytes_total: int | NA
+    bytes_used: int | NA
+    bytes_avail: int | NA
+    inodes_total: int | NA
+    inodes_used: int | NA
+    inodes_avail: int | NA
+    error: str = ""
+
+    @property
+    def bytes_pct(self) -> float | NA:
+        """Percentage of space in use, computed like df: used / (used + avail).
+
+        Avail, not size minus used: ext4 reserves blocks, so size - used overstates room.
+        """
+        if isinstance(self.bytes_used, NA) or isinstance(self.bytes_avail, NA):
+            return NA(self.error or "not reported")
+        denom = self.bytes_used + self.bytes_avail
+        return NA("empty filesystem") if denom <= 0 else 100.0 * self.bytes_used / denom
+
+    @property
+    def inodes_pct(self) -> float | NA:
+        """Percentage of inodes in use; NA on filesystems without inode accounting."""
+        if isinstance(self.inodes_used, NA) or isinstance(self.inodes_avail, NA):
+            return NA(self.error or "not reported")
+        denom = self.inodes_used + self.inodes_avail
+        return NA("no inode accounting") if denom <= 0 else 100.0 * self.inodes_used / denom
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Memory of the box's cgroup (v2 or v1), or of the host when there is no limit."""
+
+    source: str  # "cgroup-v2", "cgroup-v1", "meminfo" or "none"
+    current_bytes: int | NA
+    max_bytes: int | NA  # NA("unlimited") when the cgroup has no limit
+    oom_kills: int | NA
+
+    @property
+    def pct(self) -> float | NA:
+        """Current as a percentage of max."""
+        if isinstance(self.current_bytes, NA) or isinstance(self.max_bytes, NA):
+            return NA("no limit")
+        return NA("zero limit") if self.max_bytes <= 0 else 100.0 * self.current_bytes / self.max_bytes
+
+
+@dataclass(frozen=True)
+class TmuxSession:
+    """A tmux session on the box."""
+
+    name: str
+    windows: int
+    created: float  # remote epoch seconds
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """Size and modification time of a remote file (or why it could not be read)."""
+
+    path: str
+    size: int | NA
+    mtime: float | NA
+    inode: int | NA = NA("not read")
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """Bytes appended to a remote log since the last read, starting at `offset`.
+
+    `reset` is True when the file was truncated or replaced (rotation): the client must
+    drop what it believed about the file and start again at `offset` (0).
+    """
+
+    path: str
+    inode: int
+    offset: int
+    data: bytes
+    reset: bool = False
+
+
+@dataclass(frozen=True)
+class QueueFacts:
+    """Evidence about the queue: live processes, log files and the newest checkpoint."""
+
+    process_pids: tuple[int, ...] | NA
+    queue_log: FileStat | None
+    run_logs: tuple[FileStat, ...]
+    newest_checkpoint: FileStat | None
+    queue_text: str | None = None  # the queue file itself, when configured and readable
+
+
+class Reachability(Enum):
+    """How the cockpit's *connection* to a box stands. Says nothing about the remote run."""
+
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    STALE = "stale"  # was reachable, the link is gone; the run may be fine
+    UNREACHABLE = "unreachable"  # never reached in this session
+    NEEDS_APPROVAL = "needs-approval"  # unknown host key; user must approve the fingerprint
+    KEY_CHANGED = "key-changed"  # known host presented a different key: refused
+    AUTH_FAILED = "auth-failed"
+
+
+@dataclass(frozen=True)
+class HostKeyInfo:
+    """A presented host key: algorithm and SHA-256 fingerprint, plus the known ones."""
+
+    algorithm: str
+    fingerprint: str
+    known_fingerprints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HostState:
+    """Connection state of one instance at a moment."""
+
+    instance: str
+    reachability: Reachability
+    since: float  # epoch seconds when this state began (the "stale since T")
+    detail: str = ""
+    host_key: HostKeyInfo | None = None
+    attempts: int = 0
+
+
+@dataclass(frozen=True)
+class HostSnapshot:
+    """Everything one probe record said about a box, with when it was observed."""
+
+    instance: str
+    observed_at: float  # local epoch seconds when the record was complete
+    remote_time: float | NA
+    seq: int
+    hostname: str
+    gpu: GpuReading
+    mounts: tuple[Mount, ...]
+    memory: Memory
+    tmux: tuple[TmuxSession, ...] | NA
+    queue: QueueFacts
+    log_chunks: tuple[LogChunk, ...] = field(default=())
+    probe_ms: float | NA = NA("not measured")

@@ -1,0 +1,110 @@
+"""The sweep file: the boxes of one experiment and where each keeps its queue and results.
+
+Validated as strictly as profiles. Paths end up inside remote shell commands, so they may
+not contain control characters (a newline would split the probe's request protocol); they
+are always shell-quoted, never interpolated raw.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from cockpit.models.durations import parse_duration
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _check_path(value: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError("paths may not contain control characters (newline, tab, NUL, ...)")
+    if value != value.strip():
+        raise ValueError("paths may not start or end with whitespace")
+    return value
+
+
+def _check_duration(value: str) -> str:
+    parse_duration(value)
+    return value
+
+
+RemotePath = Annotated[str, Field(min_length=1), AfterValidator(_check_path)]
+Duration = Annotated[str, AfterValidator(_check_duration)]
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)]
+
+LOCAL_HOST = "local"
+
+
+class Strict(BaseModel):
+    """Base: frozen, strict, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Instance(Strict):
+    """One box of the sweep."""
+
+    name: Name
+    profile: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")]
+    host: Annotated[str, Field(min_length=1), AfterValidator(_check_path)]
+    """An ~/.ssh/config alias, a hostname or address, or `local` for this machine."""
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    user: Name | None = None
+    instance_id: str | None = None
+    region: str | None = None
+    price_per_hour: Annotated[float, Field(ge=0)] | None = None
+    queue: RemotePath | None = None
+    queue_log: RemotePath | None = None
+    run_logs: RemotePath | None = None
+    checkpoints: RemotePath | None = None
+    durable_root: RemotePath | None = None
+    tmux_session: Name | None = None
+    mounts: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")], RemotePath] = {}
+    """Override a profile tier's path by tier id (e.g. `data: /mnt/big`)."""
+    extra_mounts: tuple[RemotePath, ...] = ()
+    stall_after: Duration = "30m"
+
+    @property
+    def is_local(self) -> bool:
+        """True for `host: local` (this machine, read directly)."""
+        return self.host == LOCAL_HOST
+
+
+class SshSettings(Strict):
+    """How to reach the boxes. Defaults are OpenSSH's own files."""
+
+    config: tuple[RemotePath, ...] = ()
+    """Extra ssh_config files, read after ~/.ssh/config (relative to the sweep file)."""
+    known_hosts: tuple[RemotePath, ...] = ()
+    """Extra known_hosts files (relative to the sweep file); ~/.ssh/known_hosts is always read."""
+    identity_files: tuple[RemotePath, ...] = ()
+    connect_timeout: Duration = "10s"
+    keepalive_interval: Duration = "5s"
+    keepalive_count_max: Annotated[int, Field(ge=1, le=100)] = 3
+
+
+class Sweep(Strict):
+    """A whole sweep file."""
+
+    sweep: Name
+    pull_dir: RemotePath = "./pulled"
+    interval: Duration = "2s"
+    ssh: SshSettings = SshSettings()
+    instances: tuple[Instance, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Sweep:
+        names = [inst.name for inst in self.instances]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate instance name(s): {', '.join(dupes)}")
+        return self
+
+    def instance(self, name: str) -> Instance:
+        """The instance called `name` (KeyError if none)."""
+        for inst in self.instances:
+            if inst.name == name:
+                return inst
+        raise KeyError(name)

@@ -1,0 +1,1 @@
+"""Every SSH, subprocess, file and YAML operation lives here. No Textual."""

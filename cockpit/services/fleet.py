@@ -1,0 +1,346 @@
+"""Watch a sweep: one connection and one long-lived probe per box, ticks paced by the client.
+
+A box whose link drops becomes "stale since T" and is reconnected with capped exponential
+backoff. A lost connection says nothing about the remote run, so nothing here ever infers
+"dead" from it, and nothing here ever changes anything on a box.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import asyncssh
+
+from cockpit.models.durations import parse_duration
+from cockpit.models.events import FleetEvent, HostStateChanged, SnapshotTaken
+from cockpit.models.parse import parse_record
+from cockpit.models.profile import Profile
+from cockpit.models.snapshot import HostSnapshot, HostState, Reachability
+from cockpit.models.sweep import Instance, SshSettings, Sweep
+from cockpit.services import ssh
+from cockpit.services.probe import ProbePlan, end_marker, probe_command
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+class ProbeLost(Exception):
+    """The probe process ended or stopped answering (the connection may still be fine)."""
+
+
+class ProbeChannel(Protocol):
+    """A running probe: send a request, get its record back."""
+
+    async def exchange(self, seq: int, request: bytes, timeout: float) -> bytes: ...
+
+    async def close(self) -> None: ...
+
+
+async def _read_record(reader: Any, seq: int, timeout: float) -> bytes:
+    try:
+        data: bytes = await asyncio.wait_for(reader.readuntil(end_marker(seq)), timeout)
+    except asyncio.IncompleteReadError as exc:
+        raise ProbeLost("the probe exited") from exc
+    except TimeoutError as exc:
+        raise ProbeLost(f"no record within {timeout:.0f}s") from exc
+    return data
+
+
+class SshProbe:
+    """The probe over an asyncssh connection (one session channel)."""
+
+    def __init__(self, conn: Any, process: Any) -> None:
+        self.conn = conn
+        self.process = process
+
+    @classmethod
+    async def start(cls, conn: Any) -> SshProbe:
+        """Start the remote probe process on `conn`."""
+        process = await conn.create_process(probe_command(with_gpu=True), encoding=None)
+        return cls(conn, process)
+
+    async def exchange(self, seq: int, request: bytes, timeout: float) -> bytes:
+        self.process.stdin.write(request)
+        return await _read_record(self.process.stdout, seq, timeout)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.process.stdin.write_eof()
+        with contextlib.suppress(Exception):
+            self.process.close()
+
+
+class LocalProbe:
+    """The same probe run as a local subprocess; GPUs come from NVML instead of nvidia-smi."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls) -> LocalProbe:
+        """Start the probe script locally (no SSH, no nvidia-smi)."""
+        from cockpit.services.probe import probe_script
+
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", probe_script(), "cockpit-probe", "0",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        return cls(proc)
+
+    async def exchange(self, seq: int, request: bytes, timeout: float) -> bytes:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if self.proc.returncode is not None:
+            raise ProbeLost("the local probe exited")
+        self.proc.stdin.write(request)
+        await self.proc.stdin.drain()
+        return await _read_record(self.proc.stdout, seq, timeout)
+
+    async def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        with contextlib.suppress(TimeoutError, ProcessLookupError):
+            await asyncio.wait_for(self.proc.wait(), 2)
+        if self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Capped exponential backoff with jitter, so a fleet does not reconnect in lockstep."""
+
+    base: float = 1.0
+    cap: float = 60.0
+    jitter: float = 0.2
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before reconnect attempt number `attempt` (1-based)."""
+        raw = min(self.cap, self.base * (2 ** max(0, attempt - 1)))
+        return raw * (1 + random.uniform(-self.jitter, self.jitter))
+
+
+def _failure_detail(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text != type(exc).__name__ else text
+
+
+class HostWatcher:
+    """Connection, probe and state of one instance."""
+
+    def __init__(
+        self,
+        instance: Instance,
+        profile: Profile,
+        settings: SshSettings,
+        sweep_dir: Path,
+        *,
+        emit: Callable[[FleetEvent], None] | None = None,
+        clock: Clock = time.time,
+        backoff: Backoff | None = None,
+        record_timeout: float = 20.0,
+    ) -> None:
+        self.instance = instance
+        self.profile = profile
+        self.settings = settings
+        self.sweep_dir = sweep_dir
+        self.emit = emit or (lambda event: None)
+        self.clock = clock
+        self.backoff = backoff or Backoff()
+        self.record_timeout = record_timeout
+        self.plan = ProbePlan(instance, profile)
+        self.conn: Any = None
+        self.probe: ProbeChannel | None = None
+        self.probe_restarts = 0
+        self.last_snapshot: HostSnapshot | None = None
+        self.state = HostState(instance.name, Reachability.CONNECTING, clock())
+        self._ever_connected = False
+
+    def _set(self, reach: Reachability, detail: str = "", **extra: Any) -> None:
+        now = self.clock()
+        keep_since = reach == self.state.reachability and reach != Reachability.CONNECTED
+        since = self.state.since if keep_since else now
+        attempts = extra.pop("attempts", self.state.attempts)
+        self.state = HostState(self.instance.name, reach, since, detail, attempts=attempts, **extra)
+        self.emit(HostStateChanged(self.state))
+
+    async def connect(self) -> bool:
+        """One connection attempt; updates the state and returns True when connected."""
+        try:
+            if self.instance.is_local:
+                self.probe = await LocalProbe.start()
+            else:
+                target = ssh.build_target(self.instance, self.settings, self.sweep_dir)
+                self.conn = await ssh.connect(target)
+                self.probe = await SshProbe.start(self.conn)
+        except ssh.HostKeyProblem as exc:
+            reach = Reachability.KEY_CHANGED if exc.changed else Reachability.NEEDS_APPROVAL
+            self._set(reach, str(exc), host_key=exc.info, attempts=self.state.attempts + 1)
+            await self._drop()
+            return False
+        except asyncssh.PermissionDenied as exc:
+            self._set(Reachability.AUTH_FAILED, _failure_detail(exc),
+                      attempts=self.state.attempts + 1)
+            await self._drop()
+            return False
+        except (OSError, asyncssh.Error, TimeoutError, ValueError) as exc:
+            self._lost(exc)
+            await self._drop()
+            return False
+        self._ever_connected = True
+        self._set(Reachability.CONNECTED, attempts=0)
+        return True
+
+    def _lost(self, exc: BaseException) -> None:
+        reach = Reachability.STALE if self._ever_connected else Reachability.UNREACHABLE
+        self._set(reach, _failure_detail(exc), attempts=self.state.attempts + 1)
+
+    async def _drop(self) -> None:
+        if self.probe is not None:
+            await self.probe.close()
+            self.probe = None
+        if self.conn is not None:
+            self.conn.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.conn.wait_closed(), 2)
+            self.conn = None
+
+    async def tick(self) -> HostSnapshot:
+        """Ask the probe for one record. Restarts a dead probe once on a live connection."""
+        if self.probe is None:
+            raise ProbeLost("not connected")
+        seq, request = self.plan.request()
+        started = time.perf_counter()
+        try:
+            record = await self.probe.exchange(seq, request, self.record_timeout)
+        except ProbeLost:
+            if self.conn is None or self.conn.is_closed():
+                raise
+            # The connection is alive but the probe died (killed, OOM, ...): restart it.
+            self.probe_restarts += 1
+            await self.probe.close()
+            self.probe = await SshProbe.start(self.conn)
+            seq, request = self.plan.request()
+            started = time.perf_counter()
+            record = await self.probe.exchange(seq, request, self.record_timeout)
+        elapsed_ms = (time.perf_counter() - started) * 1000.0
+        snap = parse_record(record, instance=self.instance.name, observed_at=self.clock(),
+                            probe_ms=elapsed_ms)
+        if self.instance.is_local:
+            from cockpit.services.nvml import read_gpus
+
+            snap = dataclasses.replace(snap, gpu=await asyncio.to_thread(read_gpus))
+        self.plan.absorb(snap)
+        self.last_snapshot = snap
+        self.emit(SnapshotTaken(snap))
+        return snap
+
+    async def run(self, interval: float) -> None:
+        """Watch forever: connect, tick every `interval` after the previous tick finished,
+        and reconnect with backoff when the link is lost."""
+        while True:
+            if self.probe is None and not await self.connect():
+                await asyncio.sleep(self.backoff.delay(self.state.attempts))
+                continue
+            try:
+                await self.tick()
+            except (ProbeLost, OSError, asyncssh.Error, TimeoutError) as exc:
+                self._lost(exc)
+                await self._drop()
+                await asyncio.sleep(self.backoff.delay(self.state.attempts))
+                continue
+            await asyncio.sleep(interval)
+
+    async def close(self) -> None:
+        """Close the probe and connection. Touches nothing on the remote."""
+        await self._drop()
+
+
+class Fleet:
+    """All watchers of a sweep, with one stream of events for the UI."""
+
+    def __init__(
+        self,
+        sweep: Sweep,
+        profiles: dict[str, Profile],
+        sweep_dir: Path,
+        *,
+        clock: Clock = time.time,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.sweep = sweep
+        self.interval = parse_duration(sweep.interval)
+        self.queue: asyncio.Queue[FleetEvent] = asyncio.Queue()
+        self.watchers = {
+            inst.name: HostWatcher(inst, profiles[inst.profile], sweep.ssh, sweep_dir,
+                                   emit=self.queue.put_nowait, clock=clock, backoff=backoff)
+            for inst in sweep.instances
+        }
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        """Start watching every box."""
+        for watcher in self.watchers.values():
+            self._tasks.append(asyncio.create_task(watcher.run(self.interval)))
+
+    async def events(self) -> AsyncIterator[FleetEvent]:
+        """Every state change and snapshot, in arrival order."""
+        while True:
+            yield await self.queue.get()
+
+    async def stop(self) -> None:
+        """Stop all watchers and close their connections."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        await asyncio.gather(*(w.close() for w in self.watchers.values()))
+
+
+@dataclass(frozen=True)
+class InstanceStatus:
+    """One instance's answer to `cockpit status`."""
+
+    instance: Instance
+    state: HostState
+    snapshot: HostSnapshot | None
+
+
+async def status_once(
+    sweep: Sweep, profiles: dict[str, Profile], sweep_dir: Path, *, timeout: float = 30.0,
+    clock: Clock = time.time,
+) -> list[InstanceStatus]:
+    """Connect to every box, take one probe record from each, disconnect."""
+
+    async def one(watcher: HostWatcher) -> InstanceStatus:
+        snap = None
+        try:
+            async with asyncio.timeout(timeout):
+                if await watcher.connect():
+                    try:
+                        snap = await watcher.tick()
+                    except (ProbeLost, OSError, asyncssh.Error) as exc:
+                        watcher._lost(exc)
+        except TimeoutError:
+            watcher._lost(TimeoutError(f"no answer within {timeout:.0f}s"))
+        finally:
+            await watcher.close()
+        return InstanceStatus(watcher.instance, watcher.state, snap)
+
+    watchers = [
+        HostWatcher(inst, profiles[inst.profile], sweep.ssh, sweep_dir, clock=clock)
+        for inst in sweep.instances
+    ]
+    return list(await asyncio.gather(*(one(w) for w in watchers)))

@@ -1,0 +1,21 @@
+"""Where the cockpit keeps its own state (XDG on Linux, via platformdirs)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+
+def state_dir() -> Path:
+    """`$XDG_STATE_HOME/cockpit` (default ~/.local/state/cockpit); created on demand."""
+    override = os.environ.get("COCKPIT_STATE_DIR")
+    path = Path(override) if override else Path(platformdirs.user_state_dir("cockpit"))
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+def approved_known_hosts() -> Path:
+    """The known_hosts file holding host keys the user approved inside the cockpit."""
+    return state_dir() / "known_hosts"

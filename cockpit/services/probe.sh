@@ -1,0 +1,154 @@
+# cockpit probe: one long-lived, read-only telemetry process per host.
+#
+# Runs under POSIX sh with coreutils (nvidia-smi optional); no Python on the remote.
+# It never creates or modifies a file. It reads one request per tick on stdin (the
+# client paces ticks, so there is no sleep here) and answers with one framed record.
+# It exits when stdin closes, so a dropped SSH session leaves no orphan behind.
+#
+# Request (one item per line, paths are the rest of the line and never evaluated):
+#   tick SEQ | mount PATH | stat KEY PATH | text PATH | dir PATH | ckpt PATH |
+#   proc PATTERN | log INODE OFFSET PATH | end
+# Record: "@@begin SEQ EPOCH HOST" ... sections starting with "@@" ... "@@end SEQ".
+# Command output never starts with "@@"; file contents are base64-encoded.
+
+with_gpu=${1:-1}
+cap=262144
+LC_ALL=C
+export LC_ALL
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+find_printf=0
+if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then find_printf=1; fi
+df_output=0
+if df -B1 --output=itotal,target / >/dev/null 2>&1; then df_output=1; fi
+
+gpu_section() {
+  if [ "$with_gpu" != 1 ]; then echo "@@gpu skipped"; return; fi
+  if ! have nvidia-smi; then echo "@@gpu absent"; return; fi
+  echo "@@gpu"
+  nvidia-smi --query-gpu=index,name,uuid,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.max.sm,mig.mode.current --format=csv,noheader,nounits 2>&1
+  echo "@@rc $?"
+  echo "@@apps"
+  nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits 2>&1
+  echo "@@rc $?"
+}
+
+mem_section() {
+  if [ -f /sys/fs/cgroup/memory.current ]; then
+    echo "@@mem cgroup-v2"
+    echo "current $(cat /sys/fs/cgroup/memory.current 2>/dev/null)"
+    echo "max $(cat /sys/fs/cgroup/memory.max 2>/dev/null)"
+    grep '^oom_kill ' /sys/fs/cgroup/memory.events 2>/dev/null
+  elif [ -f /sys/fs/cgroup/memory/memory.usage_in_bytes ]; then
+    echo "@@mem cgroup-v1"
+    echo "current $(cat /sys/fs/cgroup/memory/memory.usage_in_bytes 2>/dev/null)"
+    echo "max $(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null)"
+    grep '^oom_kill ' /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null
+  else
+    echo "@@mem none"
+  fi
+  echo "@@meminfo"
+  grep -E '^(MemTotal|MemAvailable):' /proc/meminfo 2>/dev/null
+}
+
+tmux_section() {
+  # `tmux ls` creates its socket directory when it is missing; only ask a server that
+  # already exists, so the probe stays read-only.
+  sockdir="${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)"
+  if ! have tmux; then echo "@@tmux absent"; return; fi
+  if [ ! -d "$sockdir" ]; then echo "@@tmux none"; return; fi
+  echo "@@tmux"
+  tmux ls -F '#{session_created} #{session_windows} #{session_name}' 2>/dev/null
+}
+
+mount_item() {
+  echo "@@mount $1"
+  if [ "$df_output" = 1 ]; then
+    df -B1 --output=itotal,iused,iavail,size,used,avail,fstype,target -- "$1" 2>&1
+  else
+    echo "@@posix"
+    df -P -B1 -- "$1" 2>&1
+    echo "@@posix-inodes"
+    df -P -i -- "$1" 2>&1
+  fi
+  echo "@@rc $?"
+}
+
+stat_item() {
+  echo "@@stat $1 $2"
+  stat -c '%s %Y %i' -- "$2" 2>/dev/null
+}
+
+text_item() {
+  echo "@@text $1"
+  size=$(stat -c '%s' -- "$1" 2>/dev/null) || return 0
+  if [ "$size" -le 65536 ]; then base64 < "$1" 2>/dev/null; fi
+}
+
+dir_item() {
+  echo "@@dir $1"
+  for f in "$1"/*.log; do
+    [ -f "$f" ] || continue
+    stat -c '%s %Y %i %n' -- "$f" 2>/dev/null
+  done
+}
+
+ckpt_item() {
+  echo "@@ckpt $1"
+  [ -d "$1" ] || return 0
+  if [ "$find_printf" = 1 ]; then
+    find "$1" -maxdepth 4 -type f \( -name '*.pth' -o -name '*.pt' -o -name '*.ckpt' \
+      -o -name '*.safetensors' \) -printf '%T@ %s %p\n' 2>/dev/null | sort -n | tail -n 1
+  fi
+}
+
+proc_item() {
+  echo "@@proc $1"
+  if have ps; then
+    PAT="$1" SELF=$$ ps -eo pid=,args= 2>/dev/null | PAT="$1" SELF=$$ awk '
+      { pid = $1; line = $0; sub(/^ *[0-9]+ /, "", line) }
+      pid != ENVIRON["SELF"] && index(line, ENVIRON["PAT"]) > 0 && index(line, "cockpit-probe") == 0 { print pid }'
+  else
+    for d in /proc/[0-9]*; do
+      pid=${d#/proc/}
+      [ "$pid" = "$$" ] && continue
+      args=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) || continue
+      case "$args" in *cockpit-probe*) continue ;; *"$1"*) echo "$pid" ;; esac
+    done
+  fi
+}
+
+log_item() {
+  # $1 inode the client believes, $2 offset (negative: start that many bytes from the end)
+  echo "@@log $3"
+  st=$(stat -c '%i %s' -- "$3" 2>/dev/null) || { echo "missing"; return 0; }
+  cino=${st% *}; csize=${st#* }
+  off=$2; reset=0
+  case "$off" in
+    -*) off=$((csize + off)); [ "$off" -lt 0 ] && off=0; reset=1 ;;
+    *) if [ "$cino" != "$1" ] || [ "$csize" -lt "$off" ]; then off=0; reset=1; fi ;;
+  esac
+  n=$((csize - off)); [ "$n" -gt "$cap" ] && n=$cap
+  echo "$cino $off $reset $n"
+  if [ "$n" -gt 0 ]; then tail -c +"$((off + 1))" -- "$3" 2>/dev/null | head -c "$n" | base64; fi
+}
+
+while IFS= read -r line; do
+  kind=${line%% *}; rest=${line#* }
+  case "$kind" in
+    tick)
+      echo "@@begin $rest $(date +%s) $(uname -n)"
+      gpu_section; mem_section; tmux_section ;;
+    mount) mount_item "$rest" ;;
+    stat) stat_item "${rest%% *}" "${rest#* }" ;;
+    text) text_item "$rest" ;;
+    dir) dir_item "$rest" ;;
+    ckpt) ckpt_item "$rest" ;;
+    proc) proc_item "$rest" ;;
+    log)
+      a=${rest%% *}; rest=${rest#* }; b=${rest%% *}
+      log_item "$a" "$b" "${rest#* }" ;;
+    end) echo "@@end $rest" ;;
+  esac
+done

@@ -1,0 +1,62 @@
+"""Load a sweep file and the profiles it names, with file:line:field errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from cockpit.models.profile import Profile
+from cockpit.models.sweep import Sweep
+from cockpit.services.profiles import load_named
+from cockpit.services.yamlfile import ConfigError, Problem, load_yaml_file, validation_problems
+
+
+@dataclass(frozen=True)
+class LoadedSweep:
+    """A validated sweep, the profiles it uses, and the folder relative paths start from."""
+
+    path: Path
+    sweep: Sweep
+    profiles: dict[str, Profile]
+
+    @property
+    def directory(self) -> Path:
+        """Folder of the sweep file (relative ssh_config / known_hosts paths start here)."""
+        return self.path.resolve().parent
+
+
+def load_sweep(path: Path, profiles_dir: Path | None = None) -> LoadedSweep:
+    """Validate `path` and resolve each instance's profile. Raises ConfigError."""
+    loaded = load_yaml_file(path)
+    if not isinstance(loaded.data, dict):
+        raise ConfigError([Problem(path, 1, "", "a sweep file must be a mapping of keys")])
+    try:
+        sweep = Sweep.model_validate(loaded.data)
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(loaded, exc.errors())) from None
+    profiles: dict[str, Profile] = {}
+    problems: list[Problem] = []
+    for index, inst in enumerate(sweep.instances):
+        if inst.profile in profiles:
+            continue
+        try:
+            profiles[inst.profile] = load_named(inst.profile, profiles_dir)
+        except ConfigError as exc:
+            loc = ("instances", index, "profile")
+            problems += [Problem(path, loaded.line_for(loc), "instances"
+                                 f"[{index}].profile", p.message) for p in exc.problems]
+            continue
+        profile = profiles[inst.profile]
+        for tier_id in inst.mounts:
+            if profile.tier(tier_id) is None:
+                loc = ("instances", index, "mounts", tier_id)
+                known = ", ".join(t.id for t in profile.storage.tiers)
+                problems.append(Problem(path, loaded.line_for(loc),
+                                        f"instances[{index}].mounts.{tier_id}",
+                                        f"profile {inst.profile!r} has no tier {tier_id!r} "
+                                        f"(tiers: {known})"))
+    if problems:
+        raise ConfigError(problems)
+    return LoadedSweep(path, sweep, profiles)

@@ -1,0 +1,155 @@
+"""Load YAML files with a line number for every key, and turn validation errors into
+`file:line: field: message` diagnostics.
+
+PyYAML alone loses positions once a document is constructed, and silently keeps the last
+of two duplicate keys. Users edit these files by hand, so every error must point at the
+line to fix; we therefore walk the composed node tree ourselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a file: where, which field, and what."""
+
+    path: Path
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}" if self.line is not None else f"{self.path}"
+        field = f" {self.field}:" if self.field else ""
+        return f"{where}:{field} {self.message}"
+
+
+class ConfigError(Exception):
+    """A file could not be loaded or validated. Carries every problem found."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+@dataclass(frozen=True)
+class LoadedYaml:
+    """Plain Python data plus the line (1-based) of every mapping key and sequence item."""
+
+    path: Path
+    data: Any
+    lines: dict[Loc, int]
+
+    def line_for(self, loc: Loc) -> int | None:
+        """The line of the deepest known prefix of `loc` (a missing key points at its parent)."""
+        for end in range(len(loc), -1, -1):
+            line = self.lines.get(loc[:end])
+            if line is not None:
+                return line
+        return None
+
+
+def format_loc(loc: Iterable[str | int]) -> str:
+    """`("storage", "tiers", 0, "path")` -> `storage.tiers[0].path`."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _walk(
+    node: yaml.Node,
+    loc: Loc,
+    lines: dict[Loc, int],
+    loader: yaml.SafeLoader,
+    path: Path,
+) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        loader.flatten_mapping(node)  # resolve `<<` merge keys the way SafeLoader would
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            if not isinstance(key, str | int | float | bool) and key is not None:
+                raise ConfigError(
+                    [Problem(path, key_node.start_mark.line + 1, format_loc(loc),
+                             "mapping keys must be plain scalars")]
+                )
+            key_loc = (*loc, key if isinstance(key, int) and not isinstance(key, bool) else str(key))
+            if key in out:
+                raise ConfigError(
+                    [Problem(path, key_node.start_mark.line + 1, format_loc(key_loc),
+                             "duplicate key (the earlier value would be silently lost)")]
+                )
+            lines[key_loc] = key_node.start_mark.line + 1
+            out[key] = _walk(value_node, key_loc, lines, loader, path)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        items = []
+        for index, item in enumerate(node.value):
+            lines[(*loc, index)] = item.start_mark.line + 1
+            items.append(_walk(item, (*loc, index), lines, loader, path))
+        # Tuples: the models are frozen, and strict validation accepts only tuples there.
+        return tuple(items)
+    return loader.construct_object(node, deep=True)  # type: ignore[no-untyped-call]
+
+
+def load_yaml_text(text: str, path: Path) -> LoadedYaml:
+    """Parse one YAML document, keeping the line of every key. Raises ConfigError."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise ConfigError([Problem(path, 1, "", "the file is empty")])
+        lines: dict[Loc, int] = {(): node.start_mark.line + 1}
+        data = _walk(node, (), lines, loader, path)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        what = " ".join(str(part) for part in (exc.context, exc.problem) if part)
+        raise ConfigError([Problem(path, line, "", f"YAML syntax error: {what}")]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([Problem(path, None, "", f"YAML error: {exc}")]) from None
+    finally:
+        loader.dispose()  # type: ignore[no-untyped-call]
+    return LoadedYaml(path=path, data=data, lines=lines)
+
+
+def load_yaml_file(path: Path) -> LoadedYaml:
+    """Read and parse `path`; an unreadable or non-UTF-8 file is a ConfigError too."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([Problem(path, None, "", "file not found")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([Problem(path, None, "", f"cannot read: {exc}")]) from None
+    return load_yaml_text(text, path)
+
+
+def validation_problems(loaded: LoadedYaml, errors: Iterable[dict[str, Any]]) -> list[Problem]:
+    """Map pydantic `ValidationError.errors()` entries onto file lines."""
+    problems = []
+    for err in errors:
+        loc: Loc = tuple(part for part in err["loc"] if isinstance(part, str | int))
+        # pydantic reports union/tagged members as extra loc parts that are not YAML keys;
+        # keep only the prefix that exists in the document for the line lookup.
+        message = err["msg"]
+        if err.get("type") == "extra_forbidden":
+            message = "unknown key (not part of the schema; check the spelling)"
+        elif err.get("type") == "missing":
+            message = "required field is missing"
+        elif err.get("type") == "tuple_type":
+            message = "should be a list"
+        problems.append(Problem(loaded.path, loaded.line_for(loc), format_loc(loc), message))
+    return problems

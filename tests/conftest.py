@@ -1,0 +1,32 @@
+"""Shared fixtures: isolate HOME and the cockpit state dir from the developer's machine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.sshd import SSHD, Sshd, require
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("COCKPIT_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[Sshd]:
+    """A real OpenSSH sshd on 127.0.0.1 (skipped locally without one; fails under CI=true)."""
+    require(SSHD, "OpenSSH sshd")
+    server = Sshd(tmp_path / "sshd")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
