@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import shutil
+import signal
 import socket
 import subprocess
 import time

@@ -18,10 +18,10 @@ def parse_duration(text: str) -> float:
 
 def format_duration(seconds: float) -> str:
     """Compact rendering: 1296000 -> '15d', 5400 -> '1h30m', 42 -> '42s'."""
-    seconds = int(round(seconds))
+    seconds = round(seconds)
     if seconds < 0:
         return "-" + format_duration(-seconds)
-    parts = []
+    parts: list[str] = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         if seconds >= size or (unit == "s" and not parts):
             count, seconds = divmod(seconds, size)

@@ -273,12 +273,13 @@ def _rc(section: _Section | None) -> int | None:
 
 
 def parse_record(
-    record: bytes, *, instance: str, observed_at: float, probe_ms: float | NA = NA("not measured")
+    record: bytes, *, instance: str, observed_at: float, probe_ms: float | NA | None = None
 ) -> HostSnapshot:
     """One framed probe record (from `@@begin` to `@@end`) into a HostSnapshot."""
     text = record.decode("utf-8", errors="replace")
     sections = split_sections(text)
-    seq, remote_time, hostname = 0, NA("no header"), ""
+    seq, hostname = 0, ""
+    remote_time: float | NA = NA("no header")
     gpu = GpuReading(GpuStatus.ABSENT, (), "not probed")
     apps: list[GpuProcess] = []
     mounts: list[Mount] = []
@@ -367,5 +368,5 @@ def parse_record(
             queue_text=queue_text,
         ),
         log_chunks=tuple(chunks),
-        probe_ms=probe_ms,
+        probe_ms=NA("not measured") if probe_ms is None else probe_ms,
     )

@@ -127,7 +127,7 @@ class Backoff:
     def delay(self, attempt: int) -> float:
         """Seconds to wait before reconnect attempt number `attempt` (1-based)."""
         raw = min(self.cap, self.base * (2 ** max(0, attempt - 1)))
-        return raw * (1 + random.uniform(-self.jitter, self.jitter))
+        return float(raw * (1 + random.uniform(-self.jitter, self.jitter)))
 
 
 def _failure_detail(exc: BaseException) -> str:

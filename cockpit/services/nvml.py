@@ -6,21 +6,25 @@ a machine without the NVIDIA driver reports "no GPU (NVML not found)" instead of
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from cockpit.models.snapshot import NA, Gpu, GpuProcess, GpuReading, GpuStatus
 
-T = TypeVar("T")
 
-
-def _q(func: Callable[[], T]) -> T | NA:
+def _q(func: Callable[..., Any], *args: Any) -> Any:
+    """Call one NVML function; NVML errors (NotSupported, ...) become NA with the reason."""
     import pynvml
 
     try:
-        return func()
+        return func(*args)
     except pynvml.NVMLError as exc:
         return NA(str(exc) or type(exc).__name__)
+
+
+def _num(value: Any, scale: float = 1.0) -> float | NA:
+    return value if isinstance(value, NA) else float(value) / scale
 
 
 def _text(value: Any) -> str:
@@ -44,28 +48,27 @@ def read_gpus() -> GpuReading:
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
-            util = _q(lambda h=handle: float(pynvml.nvmlDeviceGetUtilizationRates(h).gpu))
-            mem = _q(lambda h=handle: pynvml.nvmlDeviceGetMemoryInfo(h))
-            procs = _q(lambda h=handle: pynvml.nvmlDeviceGetComputeRunningProcesses(h))
-            mig = _q(lambda h=handle: pynvml.nvmlDeviceGetMigMode(h)[0])
+            util = _q(pynvml.nvmlDeviceGetUtilizationRates, handle)
+            mem = _q(pynvml.nvmlDeviceGetMemoryInfo, handle)
+            procs = _q(pynvml.nvmlDeviceGetComputeRunningProcesses, handle)
+            mig = _q(pynvml.nvmlDeviceGetMigMode, handle)
             gpus.append(
                 Gpu(
                     index=index,
                     name=_text(pynvml.nvmlDeviceGetName(handle)),
                     uuid=uuid,
-                    util_pct=util,
+                    util_pct=util if isinstance(util, NA) else float(util.gpu),
                     mem_used_mib=mem if isinstance(mem, NA) else mem.used / 2**20,
                     mem_total_mib=mem if isinstance(mem, NA) else mem.total / 2**20,
-                    temp_c=_q(lambda h=handle: float(pynvml.nvmlDeviceGetTemperature(
-                        h, pynvml.NVML_TEMPERATURE_GPU))),
-                    power_w=_q(lambda h=handle: pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0),
-                    power_limit_w=_q(
-                        lambda h=handle: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0),
-                    sm_clock_mhz=_q(lambda h=handle: float(pynvml.nvmlDeviceGetClockInfo(
-                        h, pynvml.NVML_CLOCK_SM))),
-                    sm_clock_max_mhz=_q(lambda h=handle: float(pynvml.nvmlDeviceGetMaxClockInfo(
-                        h, pynvml.NVML_CLOCK_SM))),
-                    mig_mode=mig if isinstance(mig, NA) else ("Enabled" if mig else "Disabled"),
+                    temp_c=_num(_q(pynvml.nvmlDeviceGetTemperature, handle,
+                                   pynvml.NVML_TEMPERATURE_GPU)),
+                    power_w=_num(_q(pynvml.nvmlDeviceGetPowerUsage, handle), 1000.0),
+                    power_limit_w=_num(_q(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle), 1000.0),
+                    sm_clock_mhz=_num(_q(pynvml.nvmlDeviceGetClockInfo, handle,
+                                         pynvml.NVML_CLOCK_SM)),
+                    sm_clock_max_mhz=_num(_q(pynvml.nvmlDeviceGetMaxClockInfo, handle,
+                                             pynvml.NVML_CLOCK_SM)),
+                    mig_mode=mig if isinstance(mig, NA) else ("Enabled" if mig[0] else "Disabled"),
                     processes=() if isinstance(procs, NA) else tuple(
                         GpuProcess(uuid, int(p.pid),
                                    NA("not reported") if p.usedGpuMemory is None
@@ -78,7 +81,5 @@ def read_gpus() -> GpuReading:
     except pynvml.NVMLError as exc:
         return GpuReading(GpuStatus.FAILED, (), f"NVML query failed: {exc}")
     finally:
-        try:
+        with contextlib.suppress(pynvml.NVMLError):
             pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass

@@ -39,8 +39,10 @@ def watched_mounts(instance: Instance, profile: Profile) -> list[str]:
     paths += [p for p in (instance.durable_root, instance.run_logs) if p]
     out: list[str] = []
     for path in paths:
-        if "<" in path or path in out:
-            continue  # templated paths such as /lambda/nfs/<name> need a sweep override
+        # Profile paths such as /lambda/nfs/<name>, /scratch/$USER or "off-box" are not
+        # mount points until the sweep names the real path.
+        if not path.startswith(("/", "~")) or any(c in path for c in "<$(") or path in out:
+            continue
         out.append(path)
     return out
 
@@ -94,9 +96,7 @@ class ProbePlan:
         for path in dict.fromkeys(wanted):
             cur = self.cursors.get(path)
             size_inode = self._sizes.get(path)
-            if cur is None or size_inode is None or cur.offset < 0:
-                yield path
-            elif size_inode != (cur.offset, cur.inode):
+            if cur is None or size_inode is None or cur.offset < 0 or size_inode != (cur.offset, cur.inode):
                 yield path
 
     def absorb(self, snap: HostSnapshot) -> None:

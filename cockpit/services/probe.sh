@@ -64,6 +64,7 @@ tmux_section() {
 
 mount_item() {
   echo "@@mount $1"
+  case "$1" in "~") set -- "$HOME" ;; "~/"*) set -- "$HOME/${1#"~/"}" ;; esac
   if [ "$df_output" = 1 ]; then
     df -B1 --output=itotal,iused,iavail,size,used,avail,fstype,target -- "$1" 2>&1
   else
@@ -104,19 +105,31 @@ ckpt_item() {
 }
 
 proc_item() {
+  # PIDs of processes running the queue file $1, whether their argv names it by absolute
+  # path or relative to their working directory (`bash run_queue.sh queue_1.txt`).
   echo "@@proc $1"
+  base=${1##*/}
   if have ps; then
-    PAT="$1" SELF=$$ ps -eo pid=,args= 2>/dev/null | PAT="$1" SELF=$$ awk '
+    PAT="$base" SELF=$$ ps -eo pid=,args= 2>/dev/null | PAT="$base" SELF=$$ awk '
       { pid = $1; line = $0; sub(/^ *[0-9]+ /, "", line) }
-      pid != ENVIRON["SELF"] && index(line, ENVIRON["PAT"]) > 0 && index(line, "cockpit-probe") == 0 { print pid }'
+      pid != ENVIRON["SELF"] && index(line, "cockpit-probe") == 0 && index(line, ENVIRON["PAT"]) > 0 {
+        for (i = 2; i <= NF; i++) if (index($i, ENVIRON["PAT"]) > 0) { print pid, $i; break }
+      }'
   else
     for d in /proc/[0-9]*; do
       pid=${d#/proc/}
       [ "$pid" = "$$" ] && continue
-      args=$(tr '\0' ' ' < "$d/cmdline" 2>/dev/null) || continue
-      case "$args" in *cockpit-probe*) continue ;; *"$1"*) echo "$pid" ;; esac
+      for tok in $(tr '\0' ' ' < "$d/cmdline" 2>/dev/null); do
+        case "$tok" in *cockpit-probe*) break ;; *"$base"*) echo "$pid $tok"; break ;; esac
+      done
     done
-  fi
+  fi | while read -r pid tok; do
+    case "$tok" in
+      /*) full=$tok ;;
+      *) full="$(readlink "/proc/$pid/cwd" 2>/dev/null)/${tok#./}" ;;
+    esac
+    [ "$full" = "$1" ] && echo "$pid"
+  done
 }
 
 log_item() {

@@ -44,7 +44,7 @@ def load_sweep(path: Path, profiles_dir: Path | None = None) -> LoadedSweep:
         try:
             profiles[inst.profile] = load_named(inst.profile, profiles_dir)
         except ConfigError as exc:
-            loc = ("instances", index, "profile")
+            loc: tuple[str | int, ...] = ("instances", index, "profile")
             problems += [Problem(path, loaded.line_for(loc), "instances"
                                  f"[{index}].profile", p.message) for p in exc.problems]
             continue

@@ -80,7 +80,7 @@ def _walk(
         loader.flatten_mapping(node)  # resolve `<<` merge keys the way SafeLoader would
         out: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = loader.construct_object(key_node, deep=True)
             if not isinstance(key, str | int | float | bool) and key is not None:
                 raise ConfigError(
                     [Problem(path, key_node.start_mark.line + 1, format_loc(loc),
@@ -102,7 +102,7 @@ def _walk(
             items.append(_walk(item, (*loc, index), lines, loader, path))
         # Tuples: the models are frozen, and strict validation accepts only tuples there.
         return tuple(items)
-    return loader.construct_object(node, deep=True)  # type: ignore[no-untyped-call]
+    return loader.construct_object(node, deep=True)
 
 
 def load_yaml_text(text: str, path: Path) -> LoadedYaml:
@@ -122,7 +122,7 @@ def load_yaml_text(text: str, path: Path) -> LoadedYaml:
     except yaml.YAMLError as exc:
         raise ConfigError([Problem(path, None, "", f"YAML error: {exc}")]) from None
     finally:
-        loader.dispose()  # type: ignore[no-untyped-call]
+        loader.dispose()
     return LoadedYaml(path=path, data=data, lines=lines)
 
 
@@ -137,7 +137,7 @@ def load_yaml_file(path: Path) -> LoadedYaml:
     return load_yaml_text(text, path)
 
 
-def validation_problems(loaded: LoadedYaml, errors: Iterable[dict[str, Any]]) -> list[Problem]:
+def validation_problems(loaded: LoadedYaml, errors: Iterable[Any]) -> list[Problem]:
     """Map pydantic `ValidationError.errors()` entries onto file lines."""
     problems = []
     for err in errors:

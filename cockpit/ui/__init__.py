@@ -1,0 +1,1 @@
+"""The Textual UI. Only this package imports Textual."""
