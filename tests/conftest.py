@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.demo import demo  # noqa: F401  (session fixture: one demo fleet for all tests)
 from tests.sshd import SSHD, Sshd, require
 
 
