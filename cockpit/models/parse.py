@@ -366,6 +366,7 @@ def parse_record(
             run_logs=tuple(run_logs),
             newest_checkpoint=checkpoint,
             queue_text=queue_text,
+            queue_stat=stats.get("queue"),
         ),
         log_chunks=tuple(chunks),
         probe_ms=NA("not measured") if probe_ms is None else probe_ms,

@@ -177,7 +177,8 @@ class QueueFacts:
     queue_log: FileStat | None
     run_logs: tuple[FileStat, ...]
     newest_checkpoint: FileStat | None
-    queue_text: str | None = None  # the queue file itself, when configured and readable
+    queue_text: str | None = None  # the queue file, when it changed since the last record
+    queue_stat: FileStat | None = None
 
 
 class Reachability(Enum):

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from cockpit.models.profile import Profile
-from cockpit.models.snapshot import NA, HostSnapshot, LogChunk
+from cockpit.models.snapshot import NA, FileStat, HostSnapshot, LogChunk
 from cockpit.models.sweep import Instance
 
 FIRST_READ_TAIL = 65536
@@ -64,6 +64,10 @@ class ProbePlan:
     seq: int = 0
     cursors: dict[str, LogCursor] = field(default_factory=dict)
     _sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    _queue_stat: FileStat | None = None
+    _queue_changed: bool = True
+    queue_text: str | None = None
+    """The queue file as last read; it is re-read only when its size or mtime changes."""
 
     def request(self) -> tuple[int, bytes]:
         """The next tick's request and its sequence number."""
@@ -75,7 +79,8 @@ class ProbePlan:
             lines.append(f"stat queue_log {inst.queue_log}")
         if inst.queue:
             lines.append(f"stat queue {inst.queue}")
-            lines.append(f"text {inst.queue}")
+            if self._queue_changed:
+                lines.append(f"text {inst.queue}")
         if inst.run_logs:
             lines.append(f"dir {inst.run_logs}")
         if inst.checkpoints:
@@ -108,6 +113,11 @@ class ProbePlan:
             if not isinstance(stat.size, NA) and not isinstance(stat.inode, NA):
                 sizes[stat.path] = (stat.size, stat.inode)
         self._sizes = sizes
+        if snap.queue.queue_text is not None:
+            self.queue_text = snap.queue.queue_text
+        stat = snap.queue.queue_stat
+        self._queue_changed = stat is None or stat != self._queue_stat or self.queue_text is None
+        self._queue_stat = stat
 
 
 def end_marker(seq: int) -> bytes:

@@ -22,6 +22,11 @@ find_printf=0
 if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then find_printf=1; fi
 df_output=0
 if df -B1 --output=itotal,target / >/dev/null 2>&1; then df_output=1; fi
+host=$(uname -n)
+uid=$(id -u)
+nl='
+'
+mounts=
 
 gpu_section() {
   if [ "$with_gpu" != 1 ]; then echo "@@gpu skipped"; return; fi
@@ -34,46 +39,97 @@ gpu_section() {
   echo "@@rc $?"
 }
 
+first_line() { IFS= read -r v < "$1" 2>/dev/null && echo "$v"; }
+keyed() {  # lines of file $1 whose first word is one of the remaining arguments
+  f=$1; shift
+  [ -r "$f" ] || return 0
+  while IFS= read -r l; do
+    for k in "$@"; do case "$l" in "$k "*|"$k:"*) echo "$l" ;; esac; done
+  done < "$f"
+}
+
 mem_section() {
+  # Builtins only (read, case): no process is forked for memory.
   if [ -f /sys/fs/cgroup/memory.current ]; then
     echo "@@mem cgroup-v2"
-    echo "current $(cat /sys/fs/cgroup/memory.current 2>/dev/null)"
-    echo "max $(cat /sys/fs/cgroup/memory.max 2>/dev/null)"
-    grep '^oom_kill ' /sys/fs/cgroup/memory.events 2>/dev/null
+    echo "current $(first_line /sys/fs/cgroup/memory.current)"
+    echo "max $(first_line /sys/fs/cgroup/memory.max)"
+    keyed /sys/fs/cgroup/memory.events oom_kill
   elif [ -f /sys/fs/cgroup/memory/memory.usage_in_bytes ]; then
     echo "@@mem cgroup-v1"
-    echo "current $(cat /sys/fs/cgroup/memory/memory.usage_in_bytes 2>/dev/null)"
-    echo "max $(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null)"
-    grep '^oom_kill ' /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null
+    echo "current $(first_line /sys/fs/cgroup/memory/memory.usage_in_bytes)"
+    echo "max $(first_line /sys/fs/cgroup/memory/memory.limit_in_bytes)"
+    keyed /sys/fs/cgroup/memory/memory.oom_control oom_kill
   else
     echo "@@mem none"
   fi
   echo "@@meminfo"
-  grep -E '^(MemTotal|MemAvailable):' /proc/meminfo 2>/dev/null
+  keyed /proc/meminfo MemTotal MemAvailable
 }
 
 tmux_section() {
   # `tmux ls` creates its socket directory when it is missing; only ask a server that
   # already exists, so the probe stays read-only.
-  sockdir="${TMUX_TMPDIR:-/tmp}/tmux-$(id -u)"
+  sockdir="${TMUX_TMPDIR:-/tmp}/tmux-$uid"
   if ! have tmux; then echo "@@tmux absent"; return; fi
   if [ ! -d "$sockdir" ]; then echo "@@tmux none"; return; fi
   echo "@@tmux"
   tmux ls -F '#{session_created} #{session_windows} #{session_name}' 2>/dev/null
 }
 
-mount_item() {
-  echo "@@mount $1"
-  case "$1" in "~") set -- "$HOME" ;; "~/"*) set -- "$HOME/${1#"~/"}" ;; esac
-  if [ "$df_output" = 1 ]; then
-    df -B1 --output=itotal,iused,iavail,size,used,avail,fstype,target -- "$1" 2>&1
-  else
-    echo "@@posix"
-    df -P -B1 -- "$1" 2>&1
-    echo "@@posix-inodes"
-    df -P -i -- "$1" 2>&1
+expand_home() {
+  case "$1" in "~") echo "$HOME" ;; "~/"*) echo "$HOME/${1#"~/"}" ;; *) echo "$1" ;; esac
+}
+
+flush_mounts() {
+  # One df for every requested mount that exists (rows come back in argument order);
+  # a missing path gets df's own error text without running df for it.
+  [ -n "$mounts" ] || return 0
+  saved_ifs=$IFS; IFS=$nl; set -f
+  set -- $mounts
+  IFS=$saved_ifs; set +f
+  mounts=
+  if [ "$df_output" != 1 ]; then
+    for m in "$@"; do
+      p=$(expand_home "$m")
+      echo "@@mount $m"; echo "@@posix"; df -P -B1 -- "$p" 2>&1
+      echo "@@posix-inodes"; df -P -i -- "$p" 2>&1; echo "@@rc $?"
+    done
+    return 0
   fi
-  echo "@@rc $?"
+  existing=
+  for m in "$@"; do
+    p=$(expand_home "$m")
+    if [ -e "$p" ]; then existing="$existing$p$nl"; fi
+  done
+  rows=
+  if [ -n "$existing" ]; then
+    saved_ifs=$IFS; IFS=$nl; set -f
+    rows=$(df -B1 --output=itotal,iused,iavail,size,used,avail,fstype,target -- $existing 2>/dev/null) \
+      || rows=
+    IFS=$saved_ifs; set +f
+    if [ -z "$rows" ]; then
+      # df failed on one of them: ask path by path so no row is attributed to the wrong path.
+      for m in "$@"; do
+        p=$(expand_home "$m")
+        echo "@@mount $m"
+        df -B1 --output=itotal,iused,iavail,size,used,avail,fstype,target -- "$p" 2>&1
+      done
+      return 0
+    fi
+  fi
+  # Drop df's header, then hand out one row per existing path, in order.
+  rows=${rows#*"$nl"}
+  for m in "$@"; do
+    p=$(expand_home "$m")
+    echo "@@mount $m"
+    if [ -e "$p" ]; then
+      echo "${rows%%"$nl"*}"
+      case "$rows" in *"$nl"*) rows=${rows#*"$nl"} ;; *) rows= ;; esac
+    else
+      echo "df: $p: No such file or directory"
+    fi
+  done
 }
 
 stat_item() {
@@ -89,10 +145,9 @@ text_item() {
 
 dir_item() {
   echo "@@dir $1"
-  for f in "$1"/*.log; do
-    [ -f "$f" ] || continue
-    stat -c '%s %Y %i %n' -- "$f" 2>/dev/null
-  done
+  [ -d "$1" ] || return 0
+  # One stat for all logs; an unmatched glob stays literal and stat's error is dropped.
+  stat -c '%s %Y %i %n' -- "$1"/*.log 2>/dev/null
 }
 
 ckpt_item() {
@@ -149,11 +204,12 @@ log_item() {
 
 while IFS= read -r line; do
   kind=${line%% *}; rest=${line#* }
+  [ "$kind" = mount ] || flush_mounts
   case "$kind" in
     tick)
-      echo "@@begin $rest $(date +%s) $(uname -n)"
+      echo "@@begin $rest $(date +%s) $host"
       gpu_section; mem_section; tmux_section ;;
-    mount) mount_item "$rest" ;;
+    mount) mounts="$mounts$rest$nl"; continue ;;
     stat) stat_item "${rest%% *}" "${rest#* }" ;;
     text) text_item "$rest" ;;
     dir) dir_item "$rest" ;;

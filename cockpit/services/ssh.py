@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,17 +30,23 @@ CHANNELS_PER_CONNECTION = 8
 CONNECTS_PER_TARGET = 4
 CONNECTS_GLOBAL = 32
 
-_connect_slots: dict[tuple[str, int], asyncio.Semaphore] = {}
-_global_slots: dict[int, asyncio.Semaphore] = {}
+# Semaphores belong to one event loop; keep them per loop (tests and `status` run several).
+_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[object, asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _slot(key: object, size: int) -> asyncio.Semaphore:
+    per_loop = _slots.setdefault(asyncio.get_running_loop(), {})
+    return per_loop.setdefault(key, asyncio.Semaphore(size))
 
 
 def _target_slot(host: str, port: int) -> asyncio.Semaphore:
-    return _connect_slots.setdefault((host, port), asyncio.Semaphore(CONNECTS_PER_TARGET))
+    return _slot((host, port), CONNECTS_PER_TARGET)
 
 
 def _global_slot() -> asyncio.Semaphore:
-    loop_id = id(asyncio.get_running_loop())
-    return _global_slots.setdefault(loop_id, asyncio.Semaphore(CONNECTS_GLOBAL))
+    return _slot("global", CONNECTS_GLOBAL)
 
 
 class HostKeyProblem(Exception):
