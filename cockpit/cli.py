@@ -92,7 +92,11 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
     if not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", today):
         print(f"--today must be YYYY-MM, got {today!r}", file=sys.stderr)
         return EXIT_INVALID
-    loaded = svc.load_all(svc.profile_paths(args.dir) if args.dir else None)
+    paths = svc.profile_paths(args.dir) if args.dir else None
+    if paths is not None and not paths:
+        print(f"{args.dir}: no *.yaml profiles found", file=sys.stderr)
+        return EXIT_INVALID
+    loaded = svc.load_all(paths)
     if loaded.problems:
         for problem in loaded.problems:
             print(problem, file=sys.stderr)

@@ -17,7 +17,7 @@ import re
 import string
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cockpit.models.durations import parse_duration
 
@@ -72,16 +72,19 @@ class StorageTier(Strict):
 class Storage(Stamped):
     """The survival matrix; exactly the tiers marked durable may hold the only copy."""
 
-    tiers: tuple[StorageTier, ...] = Field(min_length=1)
+    tiers: tuple[StorageTier, ...]
     checkpoint_advice: str = ""
 
-    @model_validator(mode="after")
-    def _unique_ids(self) -> Storage:
-        ids = [tier.id for tier in self.tiers]
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, tiers: tuple[StorageTier, ...]) -> tuple[StorageTier, ...]:
+        if not tiers:
+            raise ValueError("list at least one storage tier")
+        ids = [tier.id for tier in tiers]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise ValueError(f"duplicate tier id(s): {', '.join(dupes)}")
-        return self
+        return tiers
 
 
 class Meter(Stamped):
@@ -135,6 +138,10 @@ class TeardownAction(Strict):
                     f"command template uses unknown field(s) {sorted(unknown)}; "
                     f"allowed: {sorted(TEMPLATE_FIELDS)}"
                 )
+            try:  # nested fields such as {instance_id:{x}} hide from the parse above
+                self.command.format(**dict.fromkeys(TEMPLATE_FIELDS, "x"))
+            except (KeyError, ValueError, IndexError) as exc:
+                raise ValueError(f"command template does not render: {exc!r}") from None
         return self
 
 

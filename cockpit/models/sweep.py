@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from cockpit.models.durations import parse_duration
 
@@ -92,15 +92,20 @@ class Sweep(Strict):
     pull_dir: RemotePath = "./pulled"
     interval: Duration = "2s"
     ssh: SshSettings = SshSettings()
-    instances: tuple[Instance, ...] = Field(min_length=1)
+    instances: tuple[Instance, ...]
 
-    @model_validator(mode="after")
-    def _unique_names(self) -> Sweep:
-        names = [inst.name for inst in self.instances]
+    @field_validator("instances")
+    @classmethod
+    def _instances(cls, instances: tuple[Instance, ...]) -> tuple[Instance, ...]:
+        # Not Field(min_length=1): pydantic counts only the items that validated, so one bad
+        # instance would add a false "at least 1 item" error.
+        if not instances:
+            raise ValueError("list at least one instance")
+        names = [inst.name for inst in instances]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"duplicate instance name(s): {', '.join(dupes)}")
-        return self
+        return instances
 
     def instance(self, name: str) -> Instance:
         """The instance called `name` (KeyError if none)."""

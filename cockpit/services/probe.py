@@ -115,9 +115,11 @@ class ProbePlan:
         self._sizes = sizes
         if snap.queue.queue_text is not None:
             self.queue_text = snap.queue.queue_text
-        stat = snap.queue.queue_stat
-        self._queue_changed = stat is None or stat != self._queue_stat or self.queue_text is None
-        self._queue_stat = stat
+        queue_stat = snap.queue.queue_stat
+        self._queue_changed = (
+            queue_stat is None or queue_stat != self._queue_stat or self.queue_text is None
+        )
+        self._queue_stat = queue_stat
 
 
 def end_marker(seq: int) -> bytes:

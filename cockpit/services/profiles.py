@@ -10,7 +10,13 @@ from pydantic import ValidationError
 
 from cockpit.models.profile import Profile, months_between
 from cockpit.services.resources import shipped_dir
-from cockpit.services.yamlfile import ConfigError, Problem, load_yaml_file, validation_problems
+from cockpit.services.yamlfile import (
+    ConfigError,
+    Problem,
+    duplicate_problems,
+    load_yaml_file,
+    validation_problems,
+)
 
 
 def profiles_dir() -> Path:
@@ -23,6 +29,9 @@ def load_profile(path: Path) -> Profile:
     loaded = load_yaml_file(path)
     if not isinstance(loaded.data, dict):
         raise ConfigError([Problem(path, 1, "", "a profile must be a mapping of keys")])
+    duplicates = duplicate_problems(loaded, ("storage", "tiers"), "id")
+    if duplicates:
+        raise ConfigError(duplicates)
     try:
         profile = Profile.model_validate(loaded.data)
     except ValidationError as exc:

@@ -10,7 +10,13 @@ from pydantic import ValidationError
 from cockpit.models.profile import Profile
 from cockpit.models.sweep import Sweep
 from cockpit.services.profiles import load_named
-from cockpit.services.yamlfile import ConfigError, Problem, load_yaml_file, validation_problems
+from cockpit.services.yamlfile import (
+    ConfigError,
+    Problem,
+    duplicate_problems,
+    load_yaml_file,
+    validation_problems,
+)
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,9 @@ def load_sweep(path: Path, profiles_dir: Path | None = None) -> LoadedSweep:
     loaded = load_yaml_file(path)
     if not isinstance(loaded.data, dict):
         raise ConfigError([Problem(path, 1, "", "a sweep file must be a mapping of keys")])
+    duplicates = duplicate_problems(loaded, ("instances",), "name")
+    if duplicates:
+        raise ConfigError(duplicates)
     try:
         sweep = Sweep.model_validate(loaded.data)
     except ValidationError as exc:

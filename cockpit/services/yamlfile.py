@@ -69,16 +69,26 @@ def format_loc(loc: Iterable[str | int]) -> str:
     return out
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _walk(
     node: yaml.Node,
     loc: Loc,
     lines: dict[Loc, int],
     loader: yaml.SafeLoader,
     path: Path,
+    memo: dict[int, Any],
 ) -> Any:
+    # An alias is the same node object again: build it once (no exponential blow-up on
+    # nested aliases, the "billion laughs" shape) and reuse the value.
+    if id(node) in memo:
+        return memo[id(node)]
     if isinstance(node, yaml.MappingNode):
+        explicit = {id(k) for k, _ in node.value if k.tag != _MERGE_TAG}
         loader.flatten_mapping(node)  # resolve `<<` merge keys the way SafeLoader would
         out: dict[Any, Any] = {}
+        seen_explicit: set[Any] = set()
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node, deep=True)
             if not isinstance(key, str | int | float | bool) and key is not None:
@@ -87,21 +97,28 @@ def _walk(
                              "mapping keys must be plain scalars")]
                 )
             key_loc = (*loc, key if isinstance(key, int) and not isinstance(key, bool) else str(key))
-            if key in out:
-                raise ConfigError(
-                    [Problem(path, key_node.start_mark.line + 1, format_loc(key_loc),
-                             "duplicate key (the earlier value would be silently lost)")]
-                )
+            if id(key_node) in explicit:
+                if key in seen_explicit:
+                    raise ConfigError(
+                        [Problem(path, key_node.start_mark.line + 1, format_loc(key_loc),
+                                 "duplicate key (the earlier value would be silently lost)")]
+                    )
+                seen_explicit.add(key)
+            elif key in out:
+                continue  # an earlier merge source wins over a later one, as in PyYAML
+            # Merged keys come first, so an explicit key overrides a merged one.
             lines[key_loc] = key_node.start_mark.line + 1
-            out[key] = _walk(value_node, key_loc, lines, loader, path)
+            out[key] = _walk(value_node, key_loc, lines, loader, path, memo)
+        memo[id(node)] = out
         return out
     if isinstance(node, yaml.SequenceNode):
         items = []
         for index, item in enumerate(node.value):
             lines[(*loc, index)] = item.start_mark.line + 1
-            items.append(_walk(item, (*loc, index), lines, loader, path))
+            items.append(_walk(item, (*loc, index), lines, loader, path, memo))
         # Tuples: the models are frozen, and strict validation accepts only tuples there.
-        return tuple(items)
+        memo[id(node)] = tuple(items)
+        return memo[id(node)]
     return loader.construct_object(node, deep=True)
 
 
@@ -113,9 +130,13 @@ def load_yaml_text(text: str, path: Path) -> LoadedYaml:
         if node is None:
             raise ConfigError([Problem(path, 1, "", "the file is empty")])
         lines: dict[Loc, int] = {(): node.start_mark.line + 1}
-        data = _walk(node, (), lines, loader, path)
+        data = _walk(node, (), lines, loader, path, {})
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        if (exc.context_mark is not None and exc.problem_mark is not None
+                and exc.problem_mark.index >= len(text.rstrip())):
+            # Hit the end of the file (an unclosed quote or bracket): point where it opened.
+            mark = exc.context_mark
         line = mark.line + 1 if mark is not None else None
         what = " ".join(str(part) for part in (exc.context, exc.problem) if part)
         raise ConfigError([Problem(path, line, "", f"YAML syntax error: {what}")]) from None
@@ -137,6 +158,31 @@ def load_yaml_file(path: Path) -> LoadedYaml:
     return load_yaml_text(text, path)
 
 
+def duplicate_problems(loaded: LoadedYaml, list_loc: Loc, key: str) -> list[Problem]:
+    """Items of the list at `list_loc` whose `key` repeats an earlier item's, at their line.
+
+    Checked before schema validation so the error points at the second occurrence rather
+    than at the list as a whole.
+    """
+    node: Any = loaded.data
+    for part in list_loc:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, tuple):
+        return []
+    seen: set[Any] = set()
+    problems = []
+    for index, item in enumerate(node):
+        value = item.get(key) if isinstance(item, dict) else None
+        if value is None or not isinstance(value, str | int):
+            continue
+        if value in seen:
+            loc = (*list_loc, index, key)
+            problems.append(Problem(loaded.path, loaded.line_for(loc), format_loc(loc),
+                                    f"duplicate {key} {value!r} (already used above)"))
+        seen.add(value)
+    return problems
+
+
 def validation_problems(loaded: LoadedYaml, errors: Iterable[Any]) -> list[Problem]:
     """Map pydantic `ValidationError.errors()` entries onto file lines."""
     problems = []
@@ -144,7 +190,7 @@ def validation_problems(loaded: LoadedYaml, errors: Iterable[Any]) -> list[Probl
         loc: Loc = tuple(part for part in err["loc"] if isinstance(part, str | int))
         # pydantic reports union/tagged members as extra loc parts that are not YAML keys;
         # keep only the prefix that exists in the document for the line lookup.
-        message = err["msg"]
+        message = str(err["msg"]).removeprefix("Value error, ")
         if err.get("type") == "extra_forbidden":
             message = "unknown key (not part of the schema; check the spelling)"
         elif err.get("type") == "missing":

@@ -7,6 +7,7 @@ the cells that changed.
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any, ClassVar
 
 from textual import on, work
@@ -18,6 +19,7 @@ from textual.widgets import DataTable, Footer, Header
 from cockpit.models.events import HostStateChanged, SnapshotTaken
 from cockpit.models.snapshot import HostSnapshot, HostState
 from cockpit.services.fleet import Fleet
+from cockpit.services.resources import shipped_dir
 from cockpit.services.sweepfile import LoadedSweep
 from cockpit.ui.format import gpu_summary, log_age, pct, state_text, worst
 
@@ -37,6 +39,7 @@ class CockpitApp(App[int]):
     """The fleet overview."""
 
     TITLE = "cockpit"
+    CSS_PATH: ClassVar[list[str | PurePath]] = [shipped_dir("themes") / "cockpit.tcss"]
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit (touches no remote)"),
     ]
