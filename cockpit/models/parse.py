@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
+import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -46,9 +48,19 @@ def na_float(text: str) -> float | NA:
     if value.startswith("[") or value.upper() in {"N/A", "NOT SUPPORTED", "UNKNOWN ERROR"}:
         return NA(value)
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         return NA(f"unparsable: {value[:40]}")
+    return number if math.isfinite(number) else NA(f"not finite: {value[:40]}")
+
+
+_INT = re.compile(r"-?[0-9]+")
+_FLOAT = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+
+
+def is_int(text: str) -> bool:
+    """ASCII digits only (str.isdigit() also accepts characters int() rejects, like '²')."""
+    return _INT.fullmatch(text.strip()) is not None
 
 
 def na_int(text: str) -> int | NA:
@@ -56,13 +68,11 @@ def na_int(text: str) -> int | NA:
     value = text.strip()
     if value in {"", "-"}:
         return NA("not reported" if value == "-" else "empty")
-    try:
+    if _INT.fullmatch(value):
         return int(value)
-    except ValueError:
-        try:
-            return int(float(value))
-        except ValueError:
-            return NA(f"unparsable: {value[:40]}")
+    if _FLOAT.fullmatch(value):  # stat %Y may carry a fraction; never inf or 1e999
+        return int(float(value))
+    return NA(f"unparsable: {value[:40]}")
 
 
 def parse_gpus(text: str, rc: int | None) -> GpuReading:
@@ -93,12 +103,19 @@ def parse_gpus(text: str, rc: int | None) -> GpuReading:
                 power_limit_w=na_float(row[8]),
                 sm_clock_mhz=na_float(row[9]),
                 sm_clock_max_mhz=na_float(row[10]),
-                mig_mode=(row[11].strip() or NA("empty")) if len(row) > 11 else NA("not queried"),
+                mig_mode=_mig(row[11]) if len(row) > 11 else NA("not queried"),
             )
         )
     if not gpus and lines:
         return GpuReading(GpuStatus.FAILED, (), "unrecognised nvidia-smi output: " + lines[0][:200])
     return GpuReading(GpuStatus.OK, tuple(gpus))
+
+
+def _mig(text: str) -> str | NA:
+    value = text.strip()
+    if not value:
+        return NA("empty")
+    return NA(value) if value.startswith("[") or value.upper() == "N/A" else value
 
 
 def parse_apps(text: str) -> list[GpuProcess]:
@@ -198,7 +215,7 @@ def parse_memory(source: str, lines: Iterable[str], meminfo: Iterable[str]) -> M
     for line in meminfo:
         key, _, value = line.partition(":")
         number = value.strip().split(" ")[0]
-        if number.isdigit():
+        if is_int(number):
             info[key.strip()] = int(number) * 1024  # meminfo reports kB
     if source in {"cgroup-v2", "cgroup-v1"}:
         current = na_int(values.get("current", ""))
@@ -227,7 +244,7 @@ def parse_tmux(lines: Iterable[str]) -> tuple[TmuxSession, ...]:
     sessions = []
     for line in lines:
         parts = line.split(" ", 2)
-        if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+        if len(parts) == 3 and is_int(parts[0]) and is_int(parts[1]):
             sessions.append(TmuxSession(parts[2], int(parts[1]), float(parts[0])))
     return tuple(sessions)
 
@@ -267,7 +284,7 @@ def split_sections(text: str) -> list[_Section]:
 
 
 def _rc(section: _Section | None) -> int | None:
-    if section is None or not section.arg.strip().lstrip("-").isdigit():
+    if section is None or not is_int(section.arg):
         return None
     return int(section.arg)
 
@@ -299,7 +316,7 @@ def parse_record(
         body = [ln for ln in sec.lines if ln.strip()]
         if sec.head == "begin":
             parts = sec.arg.split(" ", 2)
-            seq = int(parts[0]) if parts and parts[0].isdigit() else 0
+            seq = int(parts[0]) if parts and is_int(parts[0]) else 0
             remote_time = na_float(parts[1]) if len(parts) > 1 else NA("no clock")
             hostname = parts[2] if len(parts) > 2 else ""
         elif sec.head == "gpu":
@@ -341,11 +358,11 @@ def parse_record(
                 if len(parts) == 3:
                     checkpoint = FileStat(parts[2], na_int(parts[1]), na_float(parts[0]))
         elif sec.head == "proc":
-            found = tuple(int(ln) for ln in body if ln.strip().isdigit())
+            found = tuple(int(ln) for ln in body if is_int(ln))
             pids = found if isinstance(pids, NA) else tuple(sorted({*pids, *found}))
         elif sec.head == "log" and body and body[0] != "missing":
             head = body[0].split()
-            if len(head) == 4 and all(h.isdigit() for h in head):
+            if len(head) == 4 and all(is_int(h) for h in head):
                 chunks.append(LogChunk(sec.arg, int(head[0]), int(head[1]), _b64(body[1:]),
                                        reset=head[2] == "1"))
         i += 1

@@ -25,12 +25,20 @@ def _check_path(value: str) -> str:
     return value
 
 
+def _check_remote_path(value: str) -> str:
+    _check_path(value)
+    if not value.startswith(("/", "~")):
+        raise ValueError(f"use an absolute path (or one starting with ~), got {value!r}")
+    return value
+
+
 def _check_duration(value: str) -> str:
     parse_duration(value)
     return value
 
 
-RemotePath = Annotated[str, Field(min_length=1), AfterValidator(_check_path)]
+RemotePath = Annotated[str, Field(min_length=1), AfterValidator(_check_remote_path)]
+LocalPath = Annotated[str, Field(min_length=1), AfterValidator(_check_path)]
 Duration = Annotated[str, AfterValidator(_check_duration)]
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)]
 
@@ -75,11 +83,11 @@ class Instance(Strict):
 class SshSettings(Strict):
     """How to reach the boxes. Defaults are OpenSSH's own files."""
 
-    config: tuple[RemotePath, ...] = ()
+    config: tuple[LocalPath, ...] = ()
     """Extra ssh_config files, read after ~/.ssh/config (relative to the sweep file)."""
-    known_hosts: tuple[RemotePath, ...] = ()
+    known_hosts: tuple[LocalPath, ...] = ()
     """Extra known_hosts files (relative to the sweep file); ~/.ssh/known_hosts is always read."""
-    identity_files: tuple[RemotePath, ...] = ()
+    identity_files: tuple[LocalPath, ...] = ()
     connect_timeout: Duration = "10s"
     keepalive_interval: Duration = "5s"
     keepalive_count_max: Annotated[int, Field(ge=1, le=100)] = 3
@@ -89,7 +97,7 @@ class Sweep(Strict):
     """A whole sweep file."""
 
     sweep: Name
-    pull_dir: RemotePath = "./pulled"
+    pull_dir: LocalPath = "./pulled"
     interval: Duration = "2s"
     ssh: SshSettings = SshSettings()
     instances: tuple[Instance, ...]

@@ -17,6 +17,19 @@ LC_ALL=C
 export LC_ALL
 
 have() { command -v "$1" >/dev/null 2>&1; }
+# printf, not echo: dash's echo rewrites backslash sequences (\t, \c) inside paths.
+say() { printf '%s\n' "$*"; }
+# Set P to the path $1 as the tools must see it, without forking: a leading ~ is expanded
+# like a shell would, and a path starting with - is prefixed with ./ so that find, stat
+# and df can never read it as an option (`-delete`!).
+resolve() {
+  case "$1" in
+    "~") P=$HOME ;;
+    "~/"*) P="$HOME/${1#"~/"}" ;;
+    -*) P="./$1" ;;
+    *) P=$1 ;;
+  esac
+}
 
 find_printf=0
 if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then find_printf=1; fi
@@ -33,18 +46,18 @@ gpu_section() {
   if ! have nvidia-smi; then echo "@@gpu absent"; return; fi
   echo "@@gpu"
   nvidia-smi --query-gpu=index,name,uuid,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.max.sm,mig.mode.current --format=csv,noheader,nounits 2>&1
-  echo "@@rc $?"
+  say "@@rc $?"
   echo "@@apps"
   nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits 2>&1
-  echo "@@rc $?"
+  say "@@rc $?"
 }
 
-first_line() { IFS= read -r v < "$1" 2>/dev/null && echo "$v"; }
+first_line() { IFS= read -r v < "$1" 2>/dev/null && say "$v"; }
 keyed() {  # lines of file $1 whose first word is one of the remaining arguments
   f=$1; shift
   [ -r "$f" ] || return 0
   while IFS= read -r l; do
-    for k in "$@"; do case "$l" in "$k "*|"$k:"*) echo "$l" ;; esac; done
+    for k in "$@"; do case "$l" in "$k "*|"$k:"*) say "$l" ;; esac; done
   done < "$f"
 }
 
@@ -52,13 +65,13 @@ mem_section() {
   # Builtins only (read, case): no process is forked for memory.
   if [ -f /sys/fs/cgroup/memory.current ]; then
     echo "@@mem cgroup-v2"
-    echo "current $(first_line /sys/fs/cgroup/memory.current)"
-    echo "max $(first_line /sys/fs/cgroup/memory.max)"
+    say "current $(first_line /sys/fs/cgroup/memory.current)"
+    say "max $(first_line /sys/fs/cgroup/memory.max)"
     keyed /sys/fs/cgroup/memory.events oom_kill
   elif [ -f /sys/fs/cgroup/memory/memory.usage_in_bytes ]; then
     echo "@@mem cgroup-v1"
-    echo "current $(first_line /sys/fs/cgroup/memory/memory.usage_in_bytes)"
-    echo "max $(first_line /sys/fs/cgroup/memory/memory.limit_in_bytes)"
+    say "current $(first_line /sys/fs/cgroup/memory/memory.usage_in_bytes)"
+    say "max $(first_line /sys/fs/cgroup/memory/memory.limit_in_bytes)"
     keyed /sys/fs/cgroup/memory/memory.oom_control oom_kill
   else
     echo "@@mem none"
@@ -77,10 +90,6 @@ tmux_section() {
   tmux ls -F '#{session_created} #{session_windows} #{session_name}' 2>/dev/null
 }
 
-expand_home() {
-  case "$1" in "~") echo "$HOME" ;; "~/"*) echo "$HOME/${1#"~/"}" ;; *) echo "$1" ;; esac
-}
-
 flush_mounts() {
   # One df for every requested mount that exists (rows come back in argument order);
   # a missing path gets df's own error text without running df for it.
@@ -91,15 +100,15 @@ flush_mounts() {
   mounts=
   if [ "$df_output" != 1 ]; then
     for m in "$@"; do
-      p=$(expand_home "$m")
-      echo "@@mount $m"; echo "@@posix"; df -P -B1 -- "$p" 2>&1
-      echo "@@posix-inodes"; df -P -i -- "$p" 2>&1; echo "@@rc $?"
+      resolve "$m"; p=$P
+      say "@@mount $m"; echo "@@posix"; df -P -B1 -- "$p" 2>&1
+      echo "@@posix-inodes"; df -P -i -- "$p" 2>&1; say "@@rc $?"
     done
     return 0
   fi
   existing=
   for m in "$@"; do
-    p=$(expand_home "$m")
+    resolve "$m"; p=$P
     if [ -e "$p" ]; then existing="$existing$p$nl"; fi
   done
   rows=
@@ -111,8 +120,8 @@ flush_mounts() {
     if [ -z "$rows" ]; then
       # df failed on one of them: ask path by path so no row is attributed to the wrong path.
       for m in "$@"; do
-        p=$(expand_home "$m")
-        echo "@@mount $m"
+        resolve "$m"; p=$P
+        say "@@mount $m"
         df -B1 --output=itotal,iused,iavail,size,used,avail,fstype,target -- "$p" 2>&1
       done
       return 0
@@ -121,40 +130,44 @@ flush_mounts() {
   # Drop df's header, then hand out one row per existing path, in order.
   rows=${rows#*"$nl"}
   for m in "$@"; do
-    p=$(expand_home "$m")
-    echo "@@mount $m"
+    resolve "$m"; p=$P
+    say "@@mount $m"
     if [ -e "$p" ]; then
-      echo "${rows%%"$nl"*}"
+      say "${rows%%"$nl"*}"
       case "$rows" in *"$nl"*) rows=${rows#*"$nl"} ;; *) rows= ;; esac
     else
-      echo "df: $p: No such file or directory"
+      say "df: $p: No such file or directory"
     fi
   done
 }
 
 stat_item() {
-  echo "@@stat $1 $2"
-  stat -c '%s %Y %i' -- "$2" 2>/dev/null
+  say "@@stat $1 $2"
+  resolve "$2"
+  stat -c '%s %Y %i' -- "$P" 2>/dev/null
 }
 
 text_item() {
-  echo "@@text $1"
-  size=$(stat -c '%s' -- "$1" 2>/dev/null) || return 0
-  if [ "$size" -le 65536 ]; then base64 < "$1" 2>/dev/null; fi
+  say "@@text $1"
+  resolve "$1"
+  size=$(stat -c '%s' -- "$P" 2>/dev/null) || return 0
+  if [ "$size" -le 65536 ]; then base64 < "$P" 2>/dev/null; fi
 }
 
 dir_item() {
-  echo "@@dir $1"
-  [ -d "$1" ] || return 0
+  say "@@dir $1"
+  resolve "$1"
+  [ -d "$P" ] || return 0
   # One stat for all logs; an unmatched glob stays literal and stat's error is dropped.
-  stat -c '%s %Y %i %n' -- "$1"/*.log 2>/dev/null
+  stat -c '%s %Y %i %n' -- "$P"/*.log 2>/dev/null
 }
 
 ckpt_item() {
-  echo "@@ckpt $1"
-  [ -d "$1" ] || return 0
+  say "@@ckpt $1"
+  resolve "$1"
+  [ -d "$P" ] || return 0
   if [ "$find_printf" = 1 ]; then
-    find "$1" -maxdepth 4 -type f \( -name '*.pth' -o -name '*.pt' -o -name '*.ckpt' \
+    find "$P" -maxdepth 4 -type f \( -name '*.pth' -o -name '*.pt' -o -name '*.ckpt' \
       -o -name '*.safetensors' \) -printf '%T@ %s %p\n' 2>/dev/null | sort -n | tail -n 1
   fi
 }
@@ -162,8 +175,9 @@ ckpt_item() {
 proc_item() {
   # PIDs of processes running the queue file $1, whether their argv names it by absolute
   # path or relative to their working directory (`bash run_queue.sh queue_1.txt`).
-  echo "@@proc $1"
-  base=${1##*/}
+  say "@@proc $1"
+  resolve "$1"; want=$P
+  base=${want##*/}
   if have ps; then
     PAT="$base" SELF=$$ ps -eo pid=,args= 2>/dev/null | PAT="$base" SELF=$$ awk '
       { pid = $1; line = $0; sub(/^ *[0-9]+ /, "", line) }
@@ -174,8 +188,9 @@ proc_item() {
     for d in /proc/[0-9]*; do
       pid=${d#/proc/}
       [ "$pid" = "$$" ] && continue
+      set -f
       for tok in $(tr '\0' ' ' < "$d/cmdline" 2>/dev/null); do
-        case "$tok" in *cockpit-probe*) break ;; *"$base"*) echo "$pid $tok"; break ;; esac
+        case "$tok" in *cockpit-probe*) break ;; *"$base"*) say "$pid $tok"; break ;; esac
       done
     done
   fi | while read -r pid tok; do
@@ -183,14 +198,17 @@ proc_item() {
       /*) full=$tok ;;
       *) full="$(readlink "/proc/$pid/cwd" 2>/dev/null)/${tok#./}" ;;
     esac
-    [ "$full" = "$1" ] && echo "$pid"
+    [ "$full" = "$want" ] && say "$pid"
   done
 }
 
 log_item() {
   # $1 inode the client believes, $2 offset (negative: start that many bytes from the end)
-  echo "@@log $3"
-  st=$(stat -c '%i %s' -- "$3" 2>/dev/null) || { echo "missing"; return 0; }
+  say "@@log $3"
+  case "$1" in ''|*[!0-9]*) echo "missing"; return 0 ;; esac
+  case "$2" in ''|-|*[!0-9-]*|?*-*) echo "missing"; return 0 ;; esac
+  resolve "$3"
+  st=$(stat -c '%i %s' -- "$P" 2>/dev/null) || { echo "missing"; return 0; }
   cino=${st% *}; csize=${st#* }
   off=$2; reset=0
   case "$off" in
@@ -198,8 +216,8 @@ log_item() {
     *) if [ "$cino" != "$1" ] || [ "$csize" -lt "$off" ]; then off=0; reset=1; fi ;;
   esac
   n=$((csize - off)); [ "$n" -gt "$cap" ] && n=$cap
-  echo "$cino $off $reset $n"
-  if [ "$n" -gt 0 ]; then tail -c +"$((off + 1))" -- "$3" 2>/dev/null | head -c "$n" | base64; fi
+  say "$cino $off $reset $n"
+  if [ "$n" -gt 0 ]; then tail -c +"$((off + 1))" -- "$P" 2>/dev/null | head -c "$n" | base64; fi
 }
 
 while IFS= read -r line; do
@@ -207,7 +225,7 @@ while IFS= read -r line; do
   [ "$kind" = mount ] || flush_mounts
   case "$kind" in
     tick)
-      echo "@@begin $rest $(date +%s) $host"
+      say "@@begin $rest $(date +%s) $host"
       gpu_section; mem_section; tmux_section ;;
     mount) mounts="$mounts$rest$nl"; continue ;;
     stat) stat_item "${rest%% *}" "${rest#* }" ;;
@@ -218,6 +236,6 @@ while IFS= read -r line; do
     log)
       a=${rest%% *}; rest=${rest#* }; b=${rest%% *}
       log_item "$a" "$b" "${rest#* }" ;;
-    end) echo "@@end $rest" ;;
+    end) say "@@end $rest" ;;
   esac
 done
