@@ -106,7 +106,7 @@ class CockpitApp(App[int]):
     @staticmethod
     def _set(table: DataTable[Any], row: str, column: str, value: str) -> None:
         if table.get_cell(row, column) != value:
-            table.update_cell(row, column, value)
+            table.update_cell(row, column, value, update_width=True)
 
 
 def run_app(loaded: LoadedSweep, theme: str | None = None) -> int:
