@@ -16,7 +16,7 @@ from cockpit.models.snapshot import GpuStatus
 from cockpit.services.fleet import HostWatcher
 from cockpit.services.sweepfile import load_sweep
 from tests.sshd import Sshd
-from tests.test_status_sshd import write_box, write_sweep
+from tests.test_status_sshd import connected_watcher, write_box
 
 
 def test_local_mode_reads_this_machine_without_a_gpu(tmp_path: Path) -> None:
@@ -48,12 +48,7 @@ instances:
 
 @pytest.mark.sshd
 async def test_dead_probe_is_restarted_on_a_live_connection(sshd: Sshd, tmp_path: Path) -> None:
-    box = write_box(tmp_path)
-    config = sshd.write_client_files("gpu-box-1", tmp_path)
-    loaded = load_sweep(write_sweep(tmp_path, config, box))
-    watcher = HostWatcher(loaded.sweep.instances[0], loaded.profiles["generic-ssh"],
-                          loaded.sweep.ssh, loaded.directory)
-    assert await watcher.connect()
+    box, watcher = await connected_watcher(sshd, tmp_path)
     first = await watcher.tick()
     pgrep = await asyncio.create_subprocess_exec("pgrep", "-f", "cockpit-probe",
                                                  stdout=asyncio.subprocess.PIPE)

@@ -126,6 +126,17 @@ def test_changed_host_key_is_refused(sshd: Sshd, tmp_path: Path) -> None:
     assert refused.returncode == 1 and "never accepted" in refused.stderr
 
 
+async def connected_watcher(sshd: Sshd, tmp_path: Path) -> tuple[Path, HostWatcher]:
+    """A sandbox box and a HostWatcher already connected to it through an alias."""
+    box = write_box(tmp_path)
+    config = sshd.write_client_files("gpu-box-1", tmp_path)
+    loaded = load_sweep(write_sweep(tmp_path, config, box))
+    watcher = HostWatcher(loaded.sweep.instances[0], loaded.profiles["generic-ssh"],
+                          loaded.sweep.ssh, loaded.directory)
+    assert await watcher.connect()
+    return box, watcher
+
+
 def _listing(root: Path) -> dict[str, tuple[int, float]]:
     return {str(p): (p.stat().st_size, p.stat().st_mtime) for p in sorted(root.rglob("*"))}
 
@@ -147,12 +158,7 @@ async def test_probe_leaves_remote_tree_unchanged(sshd: Sshd, tmp_path: Path) ->
 
 
 async def test_logs_are_read_incrementally_and_survive_rotation(sshd: Sshd, tmp_path: Path) -> None:
-    box = write_box(tmp_path)
-    config = sshd.write_client_files("gpu-box-1", tmp_path)
-    loaded = load_sweep(write_sweep(tmp_path, config, box))
-    watcher = HostWatcher(loaded.sweep.instances[0], loaded.profiles["generic-ssh"],
-                          loaded.sweep.ssh, loaded.directory)
-    assert await watcher.connect()
+    box, watcher = await connected_watcher(sshd, tmp_path)
     master = box / "q1_master.log"
     first = await watcher.tick()
     got = {c.path: c for c in first.log_chunks}
