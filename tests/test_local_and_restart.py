@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 
 from cockpit.models.snapshot import GpuStatus
-from cockpit.services.fleet import HostWatcher
-from cockpit.services.sweepfile import load_sweep
 from tests.sshd import Sshd
 from tests.test_status_sshd import connected_watcher, write_box
 
