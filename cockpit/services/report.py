@@ -8,6 +8,7 @@ from enum import Enum
 from typing import Any
 
 from cockpit.models.snapshot import NA, HostSnapshot, Reachability
+from cockpit.models.summary import mean_util, pct, queue_state, worst
 from cockpit.services.fleet import InstanceStatus
 
 
@@ -82,10 +83,6 @@ def status_document(results: list[InstanceStatus], sweep_name: str) -> dict[str,
     return {"sweep": sweep_name, "instances": instances}
 
 
-def _pct(value: float | NA) -> str:
-    return "n/a" if isinstance(value, NA) else f"{value:.0f}%"
-
-
 def status_table(results: list[InstanceStatus]) -> Any:
     """A rich Table with one row per instance."""
     from rich.table import Table
@@ -105,21 +102,16 @@ def status_table(results: list[InstanceStatus]) -> Any:
             table.add_row(res.instance.name, res.instance.profile, state, *["-"] * 7)
             continue
         gpus = snap.gpu.gpus
-        utils = [g.util_pct for g in gpus if not isinstance(g.util_pct, NA)]
-        disk = [m.bytes_pct for m in snap.mounts if not isinstance(m.bytes_pct, NA)]
-        inodes = [m.inodes_pct for m in snap.mounts if not isinstance(m.inodes_pct, NA)]
-        pids = snap.queue.process_pids
-        queue = "n/a" if isinstance(pids, NA) else ("running" if pids else "no process")
         table.add_row(
             res.instance.name,
             res.instance.profile,
             state,
             str(len(gpus)) if gpus else snap.gpu.message or snap.gpu.status.value,
-            f"{sum(utils) / len(utils):.0f}%" if utils else "n/a",
-            _pct(max(disk)) if disk else "n/a",
-            _pct(max(inodes)) if inodes else "n/a",
-            _pct(snap.memory.pct),
-            queue,
+            pct(mean_util(snap)),
+            pct(worst([m.bytes_pct for m in snap.mounts])),
+            pct(worst([m.inodes_pct for m in snap.mounts])),
+            pct(snap.memory.pct),
+            queue_state(snap),
             _iso(snap.observed_at),
         )
     return table

@@ -18,10 +18,10 @@ from textual.widgets import DataTable, Footer, Header
 
 from cockpit.models.events import HostStateChanged, SnapshotTaken
 from cockpit.models.snapshot import HostSnapshot, HostState
+from cockpit.models.summary import gpu_summary, log_age, pct, queue_state, state_text, worst
 from cockpit.services.fleet import Fleet
 from cockpit.services.resources import shipped_dir
 from cockpit.services.sweepfile import LoadedSweep
-from cockpit.ui.format import gpu_summary, log_age, pct, state_text, worst
 
 COLUMNS = ("instance", "platform", "state", "GPU util", "GPU mem", "disk", "inodes",
            "memory", "queue", "last log", "$/h")
@@ -89,15 +89,13 @@ class CockpitApp(App[int]):
         snap = event.snapshot
         self.snapshots[snap.instance] = snap
         util, mem = gpu_summary(snap)
-        pids = snap.queue.process_pids
-        queue = "n/a" if not isinstance(pids, tuple) else ("running" if pids else "no process")
         cells = {
             "GPU util": util,
             "GPU mem": mem,
             "disk": pct(worst([m.bytes_pct for m in snap.mounts])),
             "inodes": pct(worst([m.inodes_pct for m in snap.mounts])),
             "memory": pct(snap.memory.pct),
-            "queue": queue,
+            "queue": queue_state(snap),
             "last log": log_age(snap),
         }
         for column, value in cells.items():

@@ -1,4 +1,4 @@
-"""Small pure formatters shared by the fleet table and status views."""
+"""Pure one-line summaries of a snapshot, shared by `cockpit status` and the fleet table."""
 
 from __future__ import annotations
 
@@ -30,11 +30,22 @@ def gpu_summary(snap: HostSnapshot) -> tuple[str, str]:
     gpus = snap.gpu.gpus
     if not gpus:
         return (snap.gpu.message or snap.gpu.status.value)[:24], ""
-    utils = [g.util_pct for g in gpus if not isinstance(g.util_pct, NA)]
     mems = [g.mem_pct for g in gpus]
     known = [m for m in mems if not isinstance(m, NA)]
-    util = f"{sum(utils) / len(utils):.0f}% x{len(gpus)}" if utils else f"n/a x{len(gpus)}"
+    util = f"{pct(mean_util(snap))} x{len(gpus)}"
     return util, pct(sum(known) / len(known)) if known else "n/a"
+
+
+def queue_state(snap: HostSnapshot) -> str:
+    """`running`, `no process`, or `n/a` when processes could not be listed."""
+    pids = snap.queue.process_pids
+    return "n/a" if isinstance(pids, NA) else ("running" if pids else "no process")
+
+
+def mean_util(snap: HostSnapshot) -> float | NA:
+    """Mean GPU utilisation over the GPUs that report one."""
+    utils = [g.util_pct for g in snap.gpu.gpus if not isinstance(g.util_pct, NA)]
+    return sum(utils) / len(utils) if utils else NA("no GPU reports utilisation")
 
 
 def worst(values: list[float | NA]) -> float | NA:
