@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.models.snapshot import GpuStatus
+from cockpit.services import ssh
 from tests.sshd import Sshd
 from tests.test_status_sshd import connected_watcher, write_box
 
@@ -57,6 +58,9 @@ async def test_dead_probe_is_restarted_on_a_live_connection(sshd: Sshd, tmp_path
         os.kill(pid, 9)
     second = await watcher.tick()
     assert watcher.probe_restarts == 1
+    # The dead probe's channel slot was given back: exactly one channel is held now.
+    slot = ssh.channel_slot(watcher.conn)
+    assert slot._value == ssh.CHANNELS_PER_CONNECTION - 1
     assert second.seq > first.seq and second.gpu.status is GpuStatus.ABSENT
     # The log cursor survived the restart: nothing already read is read again.
     master = str(box / "q1_master.log")

@@ -59,15 +59,22 @@ async def _read_record(reader: Any, seq: int, timeout: float) -> bytes:
 class SshProbe:
     """The probe over an asyncssh connection (one session channel)."""
 
-    def __init__(self, conn: Any, process: Any) -> None:
+    def __init__(self, conn: Any, process: Any, slot: asyncio.Semaphore) -> None:
         self.conn = conn
         self.process = process
+        self._slot: asyncio.Semaphore | None = slot
 
     @classmethod
     async def start(cls, conn: Any) -> SshProbe:
-        """Start the remote probe process on `conn`."""
-        process = await conn.create_process(probe_command(with_gpu=True), encoding=None)
-        return cls(conn, process)
+        """Start the remote probe process on `conn`, holding one of its channel slots."""
+        slot = ssh.channel_slot(conn)
+        await slot.acquire()
+        try:
+            process = await conn.create_process(probe_command(with_gpu=True), encoding=None)
+        except BaseException:
+            slot.release()
+            raise
+        return cls(conn, process, slot)
 
     async def exchange(self, seq: int, request: bytes, timeout: float) -> bytes:
         self.process.stdin.write(request)
@@ -78,6 +85,9 @@ class SshProbe:
             self.process.stdin.write_eof()
         with contextlib.suppress(Exception):
             self.process.close()
+        if self._slot is not None:
+            self._slot.release()
+            self._slot = None
 
 
 class LocalProbe:

@@ -49,14 +49,25 @@ def _global_slot() -> asyncio.Semaphore:
     return _slot("global", CONNECTS_GLOBAL)
 
 
+_channel_slots: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def channel_slot(conn: Any) -> asyncio.Semaphore:
+    """The semaphore every session channel on `conn` holds while it is open."""
+    return _channel_slots.setdefault(conn, asyncio.Semaphore(CHANNELS_PER_CONNECTION))
+
+
 class HostKeyProblem(Exception):
     """The server's host key is unknown (needs approval) or changed (refused)."""
 
-    def __init__(self, changed: bool, info: HostKeyInfo, host: str, port: int) -> None:
+    def __init__(
+        self, changed: bool, info: HostKeyInfo, host: str, port: int, key: Any = None
+    ) -> None:
         self.changed = changed
         self.info = info
         self.host = host
         self.port = port
+        self.key = key  # the presented asyncssh key, when it could be fetched
         what = "CHANGED (refused)" if changed else "unknown (needs approval)"
         super().__init__(f"host key for {host}:{port} is {what}: {info.fingerprint}")
 
@@ -72,6 +83,7 @@ class Target:
     known_hosts_files: tuple[Path, ...]
     config_files: tuple[str, ...] = ()
     connect_timeout: float = 10.0
+    known_hosts: Any = None  # the asyncssh.SSHKnownHosts read from known_hosts_files
 
 
 def _resolve(base: Path, value: str) -> Path:
@@ -125,7 +137,7 @@ def build_target(instance: Instance, settings: SshSettings, sweep_dir: Path) -> 
     host = str(getattr(options, "host", None) or instance.host)
     port = int(getattr(options, "port", None) or instance.port or 22)
     return Target(instance.host, host, port, options, existing, tuple(config),
-                  float(kwargs["connect_timeout"]))
+                  float(kwargs["connect_timeout"]), known)
 
 
 async def _fetch_key(target: Target, algs: Sequence[str] = ()) -> Any:
@@ -139,13 +151,12 @@ async def _fetch_key(target: Target, algs: Sequence[str] = ()) -> Any:
 
 def known_keys_for(target: Target) -> list[Any]:
     """Trusted host keys that match the target's host and port."""
-    if not target.known_hosts_files:
+    if target.known_hosts is None:
         return []
-    known = asyncssh.read_known_hosts([str(f) for f in target.known_hosts_files])
     port = None if target.port == 22 else target.port
-    trusted = known.match(target.host, "", port)[0]
+    trusted = target.known_hosts.match(target.host, "", port)[0]
     if not trusted and target.alias != target.host:
-        trusted = known.match(target.alias, "", port)[0]
+        trusted = target.known_hosts.match(target.alias, "", port)[0]
     return list(trusted)
 
 
@@ -171,7 +182,7 @@ async def classify_host_key(target: Target) -> HostKeyProblem:
     info = HostKeyInfo(key.get_algorithm(), fingerprint(key), tuple(fingerprint(k) for k in trusted))
     presented = key.public_data
     changed = bool(trusted) and all(k.public_data != presented for k in trusted)
-    return HostKeyProblem(changed, info, target.host, target.port)
+    return HostKeyProblem(changed, info, target.host, target.port, key)
 
 
 async def approve_host_key(target: Target, expected_fingerprint: str) -> HostKeyInfo:
@@ -180,12 +191,13 @@ async def approve_host_key(target: Target, expected_fingerprint: str) -> HostKey
     problem = await classify_host_key(target)
     if problem.changed:
         raise problem
-    if problem.info.fingerprint != expected_fingerprint:
+    if problem.key is None or problem.info.fingerprint != expected_fingerprint:
         raise ValueError(
             f"the server now presents {problem.info.fingerprint}, not the approved "
             f"{expected_fingerprint}; nothing was added"
         )
-    key = await _fetch_key(target)
+    # Write exactly the key whose fingerprint was compared, not a second fetch of it.
+    key = problem.key
     pattern = target.host if target.port == 22 else f"[{target.host}]:{target.port}"
     line = f"{pattern} {key.export_public_key('openssh').decode().strip()}\n"
     path = approved_known_hosts()
