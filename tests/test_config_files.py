@@ -537,3 +537,16 @@ def test_merge_key_override_is_not_a_duplicate(tmp_path: Path) -> None:
                     "  - <<: *first\n    name: a2\n    host: box2\n", encoding="utf-8")
     sweep = load_sweep(path).sweep
     assert [(i.name, i.host) for i in sweep.instances] == [("a1", "box1"), ("a2", "box2")]
+
+
+def test_models_reject_duplicates_when_built_without_the_loader() -> None:
+    """The loader reports duplicates at their line; the models still refuse them on their own."""
+    from pydantic import ValidationError
+
+    from cockpit.models.sweep import Sweep
+
+    inst = {"name": "a1", "profile": "generic-ssh", "host": "h"}
+    with pytest.raises(ValidationError, match=r"duplicate instance name\(s\): a1"):
+        Sweep.model_validate({"sweep": "s", "instances": (inst, dict(inst))})
+    with pytest.raises(ValidationError, match="list at least one instance"):
+        Sweep.model_validate({"sweep": "s", "instances": ()})

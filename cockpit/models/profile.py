@@ -24,6 +24,11 @@ from cockpit.models.durations import parse_duration
 _MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 
 
+def repeated(values: list[str]) -> list[str]:
+    """The values that occur more than once, sorted (for uniqueness checks)."""
+    return sorted({v for v in values if values.count(v) > 1})
+
+
 def _check_month(value: str) -> str:
     if not _MONTH.match(value):
         raise ValueError(f"expected a YYYY-MM stamp such as 2026-06, got {value!r}")
@@ -80,8 +85,7 @@ class Storage(Stamped):
     def _tiers(cls, tiers: tuple[StorageTier, ...]) -> tuple[StorageTier, ...]:
         if not tiers:
             raise ValueError("list at least one storage tier")
-        ids = [tier.id for tier in tiers]
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        dupes = repeated([tier.id for tier in tiers])
         if dupes:
             raise ValueError(f"duplicate tier id(s): {', '.join(dupes)}")
         return tiers

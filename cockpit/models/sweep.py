@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from cockpit.models.durations import parse_duration
+from cockpit.models.profile import repeated
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -109,8 +110,7 @@ class Sweep(Strict):
         # instance would add a false "at least 1 item" error.
         if not instances:
             raise ValueError("list at least one instance")
-        names = [inst.name for inst in instances]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = repeated([inst.name for inst in instances])
         if dupes:
             raise ValueError(f"duplicate instance name(s): {', '.join(dupes)}")
         return instances
