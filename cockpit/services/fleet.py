@@ -27,7 +27,7 @@ from cockpit.models.profile import Profile
 from cockpit.models.snapshot import HostSnapshot, HostState, Reachability
 from cockpit.models.sweep import Instance, SshSettings, Sweep
 from cockpit.services import ssh
-from cockpit.services.probe import ProbePlan, end_marker, probe_command
+from cockpit.services.probe import ProbePlan, end_marker, probe_command, probe_script
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,6 @@ class LocalProbe:
     @classmethod
     async def start(cls) -> LocalProbe:
         """Start the probe script locally (no SSH, no nvidia-smi)."""
-        from cockpit.services.probe import probe_script
-
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", probe_script(), "cockpit-probe", "0",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -225,14 +223,19 @@ class HostWatcher:
                 await asyncio.wait_for(self.conn.wait_closed(), 2)
             self.conn = None
 
+    async def _exchange(self, probe: ProbeChannel) -> tuple[bytes, float]:
+        """One request/record round trip and how long it took, in milliseconds."""
+        seq, request = self.plan.request()
+        started = time.perf_counter()
+        record = await probe.exchange(seq, request, self.record_timeout)
+        return record, (time.perf_counter() - started) * 1000.0
+
     async def tick(self) -> HostSnapshot:
         """Ask the probe for one record. Restarts a dead probe once on a live connection."""
         if self.probe is None:
             raise ProbeLost("not connected")
-        seq, request = self.plan.request()
-        started = time.perf_counter()
         try:
-            record = await self.probe.exchange(seq, request, self.record_timeout)
+            record, elapsed_ms = await self._exchange(self.probe)
         except ProbeLost:
             if self.conn is None or self.conn.is_closed():
                 raise
@@ -240,10 +243,7 @@ class HostWatcher:
             self.probe_restarts += 1
             await self.probe.close()
             self.probe = await SshProbe.start(self.conn)
-            seq, request = self.plan.request()
-            started = time.perf_counter()
-            record = await self.probe.exchange(seq, request, self.record_timeout)
-        elapsed_ms = (time.perf_counter() - started) * 1000.0
+            record, elapsed_ms = await self._exchange(self.probe)
         snap = parse_record(record, instance=self.instance.name, observed_at=self.clock(),
                             probe_ms=elapsed_ms)
         if self.instance.is_local:
