@@ -126,6 +126,16 @@ class Box:
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         self.runners.append(proc)
+        # bash forks before exec'ing `sleep`; for that instant the child carries bash's argv
+        # and is (rightly) another process of the queue. Wait until the child has exec'd so
+        # the runner is the only one, or a probe tick can race it.
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            kids = children.read_text().split() if children.exists() else []
+            if kids and all(_execd(int(k), args) for k in kids):
+                break
+            time.sleep(0.01)
         return proc.pid
 
     def cleanup(self) -> None:
@@ -135,6 +145,15 @@ class Box:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def _execd(pid: int, args: tuple[str, ...]) -> bool:
+    """True once `pid` no longer runs with the argv of the bash that forked it."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return True
+    return cmdline[:1 + len(args)] != [b"bash", *(a.encode() for a in args)]
 
 
 @pytest.fixture
