@@ -58,6 +58,15 @@ _INT = re.compile(r"-?[0-9]+")
 _FLOAT = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 
 
+def parse_utc_offset(text: str) -> float | NA:
+    """`date +%z` output (`+0800`, `-0330`) as seconds east of UTC."""
+    match = re.fullmatch(r"([+-])(\d\d)(\d\d)", text.strip())
+    if match is None:
+        return NA(f"unreadable UTC offset {text.strip()[:16]!r}")
+    sign = -1 if match.group(1) == "-" else 1
+    return float(sign * (int(match.group(2)) * 3600 + int(match.group(3)) * 60))
+
+
 def is_int(text: str) -> bool:
     """ASCII digits only (str.isdigit() also accepts characters int() rejects, like '²')."""
     return _INT.fullmatch(text.strip()) is not None
@@ -307,7 +316,9 @@ def parse_record(
     checkpoint: FileStat | None = None
     pids: tuple[int, ...] | NA = NA("not probed")
     queue_text: str | None = None
+    queue_marks: str | None = None
     chunks: list[LogChunk] = []
+    utc_offset: float | NA = NA("not reported")
 
     i = 0
     while i < len(sections):
@@ -319,6 +330,8 @@ def parse_record(
             seq = int(parts[0]) if parts and is_int(parts[0]) else 0
             remote_time = na_float(parts[1]) if len(parts) > 1 else NA("no clock")
             hostname = parts[2] if len(parts) > 2 else ""
+        elif sec.head == "tz":
+            utc_offset = parse_utc_offset(sec.arg)
         elif sec.head == "gpu":
             if sec.arg == "absent":
                 gpu = GpuReading(GpuStatus.ABSENT, (), "nvidia-smi not found on this host")
@@ -346,6 +359,8 @@ def parse_record(
             stats[key] = _stat_line(path, body[0] if body else "")
         elif sec.head == "text":
             queue_text = _b64(body).decode("utf-8", errors="replace") if body else None
+        elif sec.head == "marks":
+            queue_marks = _b64(body).decode("utf-8", errors="replace")
         elif sec.head == "dir":
             for line in body:
                 parts = line.split(" ", 3)
@@ -383,8 +398,10 @@ def parse_record(
             run_logs=tuple(run_logs),
             newest_checkpoint=checkpoint,
             queue_text=queue_text,
+            queue_marks=queue_marks,
             queue_stat=stats.get("queue"),
         ),
         log_chunks=tuple(chunks),
         probe_ms=NA("not measured") if probe_ms is None else probe_ms,
+        utc_offset=utc_offset,
     )

@@ -179,6 +179,8 @@ class QueueFacts:
     newest_checkpoint: FileStat | None
     queue_text: str | None = None  # the queue file, when it changed since the last record
     queue_stat: FileStat | None = None
+    queue_marks: str | None = None
+    """STARTING/FINISHED/QUEUE DONE lines of the whole queue log (first contact only)."""
 
 
 class Reachability(Enum):
@@ -230,3 +232,5 @@ class HostSnapshot:
     queue: QueueFacts
     log_chunks: tuple[LogChunk, ...] = field(default=())
     probe_ms: float | NA = NA("not measured")
+    utc_offset: float | NA = NA("not reported")
+    """The remote's UTC offset in seconds (`date +%z`): log timestamps are remote local time."""

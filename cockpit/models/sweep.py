@@ -7,10 +7,11 @@ are always shell-quoted, never interpolated raw.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from cockpit.models.durations import parse_duration
 from cockpit.models.profile import repeated
@@ -38,10 +39,30 @@ def _check_duration(value: str) -> str:
     return value
 
 
+def _as_text(value: Any) -> Any:
+    # YAML turns an unquoted 2026-11-12 into a date: accept it as the text it was.
+    return value.isoformat(sep=" ") if isinstance(value, dt.datetime) else (
+        value.isoformat() if isinstance(value, dt.date) else value)
+
+
+def _check_moment(value: str) -> str:
+    try:
+        dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"use a date and time like '2026-11-12 10:00', got {value!r}") from None
+    return value
+
+
+def moment_epoch(value: str) -> float:
+    """Epoch seconds of a validated moment; without a zone it is this machine's local time."""
+    return dt.datetime.fromisoformat(value).timestamp()
+
+
 RemotePath = Annotated[str, Field(min_length=1), AfterValidator(_check_remote_path)]
 LocalPath = Annotated[str, Field(min_length=1), AfterValidator(_check_path)]
 Duration = Annotated[str, AfterValidator(_check_duration)]
 Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)]
+Moment = Annotated[str, BeforeValidator(_as_text), AfterValidator(_check_moment)]
 
 LOCAL_HOST = "local"
 
@@ -74,6 +95,10 @@ class Instance(Strict):
     """Override a profile tier's path by tier id (e.g. `data: /mnt/big`)."""
     extra_mounts: tuple[RemotePath, ...] = ()
     stall_after: Duration = "30m"
+    clocks_started: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")], Moment] = {}
+    """When one of the profile's danger clocks started for this box, by clock id (e.g.
+    `auto_release: 2026-11-12 10:00` after a power-off). The cockpit cannot see a
+    powered-off box, so the user records it and the cockpit counts the clock down."""
 
     @property
     def is_local(self) -> bool:

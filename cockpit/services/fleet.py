@@ -296,12 +296,27 @@ class Fleet:
                                    emit=self.queue.put_nowait, clock=clock, backoff=backoff)
             for inst in sweep.instances
         }
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
 
     def start(self) -> None:
         """Start watching every box."""
-        for watcher in self.watchers.values():
-            self._tasks.append(asyncio.create_task(watcher.run(self.interval)))
+        for name, watcher in self.watchers.items():
+            self._tasks[name] = asyncio.create_task(watcher.run(self.interval))
+
+    async def reconnect(self, name: str) -> None:
+        """Drop one box's connection and try again now, skipping any backoff wait.
+
+        Used after a host key was approved, or when the user asks. Touches nothing remote.
+        """
+        watcher = self.watchers[name]
+        task = self._tasks.pop(name, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await watcher.close()
+        watcher.state = dataclasses.replace(watcher.state, attempts=0)
+        self._tasks[name] = asyncio.create_task(watcher.run(self.interval))
 
     async def events(self) -> AsyncIterator[FleetEvent]:
         """Every state change and snapshot, in arrival order."""
@@ -310,9 +325,9 @@ class Fleet:
 
     async def stop(self) -> None:
         """Stop all watchers and close their connections."""
-        for task in self._tasks:
+        for task in self._tasks.values():
             task.cancel()
-        for task in self._tasks:
+        for task in self._tasks.values():
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()

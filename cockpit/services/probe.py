@@ -81,6 +81,8 @@ class ProbePlan:
             lines.append(f"stat queue {inst.queue}")
             if self._queue_changed:
                 lines.append(f"text {inst.queue}")
+        if inst.queue_log and self.cursors.get(inst.queue_log, LogCursor()).offset < 0:
+            lines.append(f"marks {inst.queue_log}")
         if inst.run_logs:
             lines.append(f"dir {inst.run_logs}")
         if inst.checkpoints:

@@ -6,9 +6,9 @@
 # It exits when stdin closes, so a dropped SSH session leaves no orphan behind.
 #
 # Request (one item per line, paths are the rest of the line and never evaluated):
-#   tick SEQ | mount PATH | stat KEY PATH | text PATH | dir PATH | ckpt PATH |
+#   tick SEQ | mount PATH | stat KEY PATH | text PATH | marks PATH | dir PATH | ckpt PATH |
 #   proc PATTERN | log INODE OFFSET PATH | end
-# Record: "@@begin SEQ EPOCH HOST" ... sections starting with "@@" ... "@@end SEQ".
+# Record: "@@begin SEQ EPOCH HOST", "@@tz +HHMM" ... sections starting with "@@" ... "@@end SEQ".
 # Command output never starts with "@@"; file contents are base64-encoded.
 
 with_gpu=${1:-1}
@@ -154,6 +154,15 @@ text_item() {
   if [ "$size" -le 65536 ]; then base64 < "$P" 2>/dev/null; fi
 }
 
+# The queue's marker lines from the whole master log, once, when the client first attaches
+# (the log itself is then followed from its last 64 KiB). Bounded to the last 4000 marks.
+marks_item() {
+  say "@@marks $1"
+  resolve "$1"
+  [ -f "$P" ] || return 0
+  grep -E 'STARTING|FINISHED|QUEUE DONE|=== Queue ' -- "$P" 2>/dev/null | tail -n 4000 | base64
+}
+
 dir_item() {
   say "@@dir $1"
   resolve "$1"
@@ -225,13 +234,16 @@ while IFS= read -r line; do
   [ "$kind" = mount ] || flush_mounts
   case "$kind" in
     tick)
-      say "@@begin $rest $(date +%s) $host"
+      now=$(date '+%s %z')
+      say "@@begin $rest ${now%% *} $host"
+      say "@@tz ${now#* }"
       gpu_section; mem_section; tmux_section ;;
     mount) mounts="$mounts$rest$nl"; continue ;;
     stat) stat_item "${rest%% *}" "${rest#* }" ;;
     text) text_item "$rest" ;;
     dir) dir_item "$rest" ;;
     ckpt) ckpt_item "$rest" ;;
+    marks) marks_item "$rest" ;;
     proc) proc_item "$rest" ;;
     log)
       a=${rest%% *}; rest=${rest#* }; b=${rest%% *}

@@ -47,17 +47,30 @@ def load_sweep(path: Path, profiles_dir: Path | None = None) -> LoadedSweep:
         raise ConfigError(validation_problems(loaded, exc.errors())) from None
     profiles: dict[str, Profile] = {}
     problems: list[Problem] = []
+    failed: set[str] = set()
     for index, inst in enumerate(sweep.instances):
-        if inst.profile in profiles:
+        if inst.profile in failed:
             continue
-        try:
-            profiles[inst.profile] = load_named(inst.profile, profiles_dir)
-        except ConfigError as exc:
-            loc: tuple[str | int, ...] = ("instances", index, "profile")
-            problems += [Problem(path, loaded.line_for(loc), "instances"
-                                 f"[{index}].profile", p.message) for p in exc.problems]
-            continue
+        if inst.profile not in profiles:
+            try:
+                profiles[inst.profile] = load_named(inst.profile, profiles_dir)
+            except ConfigError as exc:
+                loc: tuple[str | int, ...] = ("instances", index, "profile")
+                problems += [Problem(path, loaded.line_for(loc), "instances"
+                                     f"[{index}].profile", p.message) for p in exc.problems]
+                failed.add(inst.profile)
+                continue
         profile = profiles[inst.profile]
+        for clock_id in inst.clocks_started:
+            clock = next((c for c in profile.danger_clocks.clocks if c.id == clock_id), None)
+            if clock is None or clock.seconds is None:
+                loc = ("instances", index, "clocks_started", clock_id)
+                timed = ", ".join(c.id for c in profile.danger_clocks.clocks
+                                  if c.seconds is not None) or "none"
+                problems.append(Problem(path, loaded.line_for(loc),
+                                        f"instances[{index}].clocks_started.{clock_id}",
+                                        f"profile {inst.profile!r} has no timed danger clock "
+                                        f"{clock_id!r} (timed clocks: {timed})"))
         for tier_id in inst.mounts:
             if profile.tier(tier_id) is None:
                 loc = ("instances", index, "mounts", tier_id)

@@ -1,114 +1,270 @@
-"""The cockpit Textual app: a live fleet table fed by the fleet service.
+"""The cockpit Textual app: fleet overview, box screens, banners, host keys, themes.
 
-Widgets never await SSH: one async worker (never a thread worker; asyncssh is bound to
-the app's loop) consumes the fleet's events and posts messages; the table updates only
-the cells that changed.
+Widgets never await SSH: one async worker (never a thread worker; asyncssh is bound to the
+app's loop) consumes the fleet's events and feeds pure `HostTracker`s; a 4 Hz timer then
+repaints only the hosts that changed, so a burst of records becomes one repaint.
+Quitting closes connections and touches nothing on any box.
 """
 
 from __future__ import annotations
 
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable
 from pathlib import PurePath
 from typing import Any, ClassVar
 
-from textual import on, work
-from textual.app import App, ComposeResult
+from textual import work
+from textual.app import App
 from textual.binding import Binding, BindingType
-from textual.message import Message
-from textual.widgets import DataTable, Footer, Header
+from textual.screen import ModalScreen, Screen
 
-from cockpit.models.events import HostStateChanged, SnapshotTaken
-from cockpit.models.snapshot import HostSnapshot, HostState
-from cockpit.models.summary import gpu_summary, log_age, pct, queue_state, state_text, worst
+from cockpit.models.events import FleetEvent, HostStateChanged
+from cockpit.models.hostview import HostTracker
+from cockpit.models.snapshot import Reachability
+from cockpit.services.acks import AckStore
 from cockpit.services.fleet import Fleet
 from cockpit.services.resources import shipped_dir
 from cockpit.services.sweepfile import LoadedSweep
+from cockpit.ui.box import BoxScreen
+from cockpit.ui.commands import CockpitCommands
+from cockpit.ui.fleet import FleetScreen
+from cockpit.ui.modals import DangerBanner, HelpScreen, HostKeyScreen
+from cockpit.ui.render import Palette
+from cockpit.ui.themes import DEFAULT_THEME, shipped_themes
 
-COLUMNS = ("instance", "platform", "state", "GPU util", "GPU mem", "disk", "inodes",
-           "memory", "queue", "last log", "$/h")
-
-
-class FleetEventArrived(Message):
-    """A fleet event reached the UI."""
-
-    def __init__(self, event: HostStateChanged | SnapshotTaken) -> None:
-        super().__init__()
-        self.event = event
+EventSource = Callable[[], AsyncIterator[FleetEvent]]
+REPAINT_S = 0.25
 
 
 class CockpitApp(App[int]):
-    """The fleet overview."""
+    """Watch a sweep: fleet table, box panels, danger banners, host keys."""
 
     TITLE = "cockpit"
     CSS_PATH: ClassVar[list[str | PurePath]] = [shipped_dir("themes") / "cockpit.tcss"]
+    COMMANDS = App.COMMANDS | {CockpitCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit (touches no remote)"),
+        Binding("question_mark", "help", "Help"),
+        Binding("t", "next_theme", "Theme"),
     ]
 
-    def __init__(self, loaded: LoadedSweep, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        loaded: LoadedSweep,
+        *,
+        theme: str | None = None,
+        source: EventSource | None = None,
+        clock: Callable[[], float] = time.time,
+        acks: AckStore | None = None,
+        banners: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.loaded = loaded
+        self.clock = clock
+        self.source = source
+        self.acks = acks if acks is not None else AckStore()
+        self.banners = banners
         self.fleet: Fleet | None = None
-        self.states: dict[str, HostState] = {}
-        self.snapshots: dict[str, HostSnapshot] = {}
+        self.trackers = {
+            inst.name: HostTracker(inst, loaded.profiles[inst.profile])
+            for inst in loaded.sweep.instances
+        }
+        self.dirty: set[str] = set()
+        self.cockpit_themes: list[str] = []
+        for spec in shipped_themes():
+            self.register_theme(spec)
+            self.cockpit_themes.append(spec.name)
+        self.theme = theme or DEFAULT_THEME
+        self.palette = Palette.from_variables(self.theme_variables)
+        self._modals: deque[tuple[Callable[[], ModalScreen[Any]], Callable[[Any], None]]] = deque()
+        self._prompted_keys: set[tuple[str, str]] = set()
+        self.repaints = 0
+        self.first_frame_at: float | None = None
 
-    def compose(self) -> ComposeResult:
-        yield Header()
-        yield DataTable(id="fleet", cursor_type="row")
-        yield Footer()
+    def get_default_screen(self) -> Screen[Any]:
+        return FleetScreen()
 
     def on_mount(self) -> None:
         self.sub_title = self.loaded.sweep.sweep
-        table = self.query_one("#fleet", DataTable)
-        for column in COLUMNS:
-            table.add_column(column, key=column)
-        for inst in self.loaded.sweep.instances:
-            price = "" if inst.price_per_hour is None else f"{inst.price_per_hour:.2f}"
-            row = [inst.name, inst.profile, "connecting", *[""] * (len(COLUMNS) - 4), price]
-            table.add_row(*row, key=inst.name)
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+        self.set_interval(REPAINT_S, self.repaint)
+        if self.banners:
+            seen: set[str] = set()
+            for tracker in self.trackers.values():
+                platform = tracker.profile.platform
+                if platform not in seen:
+                    seen.add(platform)
+                    self.show_banner(platform)
         self.watch_fleet()
+        self.call_after_refresh(self._first_frame)
 
+    def _first_frame(self) -> None:
+        self.first_frame_at = time.perf_counter()
+
+    # -- fleet events ------------------------------------------------------------------------
     @work(exclusive=True, group="fleet", exit_on_error=False)
     async def watch_fleet(self) -> None:
-        """Run the fleet service on the app's loop and forward its events."""
+        """Run the fleet service (or the given event source) on the app's loop."""
+        if self.source is not None:
+            async for event in self.source():
+                self.absorb(event)
+            return
         self.fleet = Fleet(self.loaded.sweep, self.loaded.profiles, self.loaded.directory)
         self.fleet.start()
         try:
             async for event in self.fleet.events():
-                self.post_message(FleetEventArrived(event))
+                self.absorb(event)
         finally:
             await self.fleet.stop()
 
-    @on(FleetEventArrived)
-    def _apply(self, message: FleetEventArrived) -> None:
-        event = message.event
-        table = self.query_one("#fleet", DataTable)
+    def absorb(self, event: FleetEvent) -> None:
+        """Feed one event to its tracker; the next repaint shows it."""
         if isinstance(event, HostStateChanged):
-            self.states[event.state.instance] = event.state
-            self._set(table, event.state.instance, "state", state_text(event.state))
+            state = event.state
+            self.trackers[state.instance].absorb_state(state)
+            self.dirty.add(state.instance)
+            key = state.host_key
+            if key is not None and (state.instance, key.fingerprint) not in self._prompted_keys:
+                self._prompted_keys.add((state.instance, key.fingerprint))
+                self.show_host_key(state.instance)
             return
-        snap = event.snapshot
-        self.snapshots[snap.instance] = snap
-        util, mem = gpu_summary(snap)
-        cells = {
-            "GPU util": util,
-            "GPU mem": mem,
-            "disk": pct(worst([m.bytes_pct for m in snap.mounts])),
-            "inodes": pct(worst([m.inodes_pct for m in snap.mounts])),
-            "memory": pct(snap.memory.pct),
-            "queue": queue_state(snap),
-            "last log": log_age(snap),
-        }
-        for column, value in cells.items():
-            self._set(table, snap.instance, column, value)
+        self.trackers[event.snapshot.instance].absorb(event.snapshot)
+        self.dirty.add(event.snapshot.instance)
 
-    @staticmethod
-    def _set(table: DataTable[Any], row: str, column: str, value: str) -> None:
-        if table.get_cell(row, column) != value:
-            table.update_cell(row, column, value, update_width=True)
+    def repaint(self, everything: bool = False) -> None:
+        """Push changed hosts to every live screen: one repaint per burst of events."""
+        names = set(self.trackers) if everything else self.dirty
+        if not names:
+            return
+        self.dirty = set()
+        self.repaints += 1
+        for screen in self.screen_stack:
+            if isinstance(screen, FleetScreen | BoxScreen):
+                screen.refresh_hosts(names)
+
+    # -- themes ------------------------------------------------------------------------------
+    def _theme_changed(self, _theme: object) -> None:
+        self.palette = Palette.from_variables(self.theme_variables)
+        for screen in self.screen_stack:
+            if isinstance(screen, FleetScreen):
+                screen.cells = {name: {**row, **{c: "" for c in row if c not in _FIXED}}
+                                for name, row in screen.cells.items()}
+            if isinstance(screen, BoxScreen):
+                screen.seen_version = -1
+                screen.seen_failures = -1
+        self.repaint(everything=True)
+
+    def set_theme(self, name: str) -> None:
+        """Switch theme at run time."""
+        self.theme = name
+
+    def action_next_theme(self) -> None:
+        names = self.cockpit_themes
+        current = names.index(self.theme) if self.theme in names else -1
+        self.set_theme(names[(current + 1) % len(names)])
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    # -- modals (one at a time, in order) ------------------------------------------------------
+    def _enqueue(self, factory: Callable[[], ModalScreen[Any]],
+                 on_result: Callable[[Any], None]) -> None:
+        self._modals.append((factory, on_result))
+        self._next_modal()
+
+    def _next_modal(self) -> None:
+        if not self._modals or isinstance(self.screen, ModalScreen):
+            return
+        factory, on_result = self._modals.popleft()
+
+        def finished(result: Any) -> None:
+            on_result(result)
+            self._next_modal()
+
+        self.push_screen(factory(), callback=finished)
+
+    def show_banner(self, platform: str, force: bool = False) -> None:
+        """The danger-clock banner of a platform, unless already acknowledged (or `force`)."""
+        trackers = [t for t in self.trackers.values() if t.profile.platform == platform]
+        profile = trackers[0].profile
+        if not force and not self.acks.needs_banner(profile):
+            return
+        countdowns = [c for t in trackers for c in t.clocks]
+
+        def acknowledged(result: bool | None) -> None:
+            if result:
+                self.acks.acknowledge(profile)
+
+        self._enqueue(lambda: DangerBanner(profile, countdowns, self.clock()), acknowledged)
+
+    def show_host_key(self, name: str) -> None:
+        """The host-key screen for a box whose key is unknown or changed."""
+        tracker = self.trackers[name]
+        state = tracker.state
+        if state.host_key is None or state.reachability not in (
+                Reachability.NEEDS_APPROVAL, Reachability.KEY_CHANGED):
+            self.notify(f"{name}: its host key is not in question ({state.reachability.value})",
+                        timeout=3)
+            return
+        inst = tracker.instance
+        where = inst.host if inst.port is None else f"[{inst.host}]:{inst.port}"
+        fingerprint = state.host_key.fingerprint
+        changed = state.reachability is Reachability.KEY_CHANGED
+
+        def answered(result: bool | None) -> None:
+            if result and not changed:
+                self.approve_key(name, fingerprint)
+
+        self._enqueue(lambda: HostKeyScreen(state, where), answered)
+
+    @work(group="approve", exit_on_error=False)
+    async def approve_key(self, name: str, fingerprint: str) -> None:
+        """Trust the fingerprint the user approved (unknown keys only), then reconnect."""
+        from cockpit.services import ssh
+
+        inst = self.trackers[name].instance
+        target = ssh.build_target(inst, self.loaded.sweep.ssh, self.loaded.directory)
+        try:
+            info = await ssh.approve_host_key(target, fingerprint)
+        except ssh.HostKeyProblem as exc:
+            self.notify(f"{name}: refused: {exc}", severity="error", timeout=8)
+            return
+        except (ValueError, OSError) as exc:
+            self.notify(f"{name}: not trusted: {exc}", severity="error", timeout=8)
+            return
+        self.notify(f"{name}: trusted {info.fingerprint}", timeout=4)
+        if self.fleet is not None:
+            await self.fleet.reconnect(name)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        rows = []
+        for active in self.screen.active_bindings.values():
+            binding = active.binding
+            if binding.description:
+                rows.append((binding.key_display or self.get_key_display(binding), binding.description))
+        self.push_screen(HelpScreen(rows))
+
+    # -- actions on boxes ------------------------------------------------------------------------
+    def open_box(self, name: str) -> None:
+        """Push the box screen of `name`."""
+        self.push_screen(BoxScreen(name))
+
+    def reconnect(self, name: str) -> None:
+        """Reconnect one box now (no remote side effect)."""
+        if self.fleet is None:
+            self.notify(f"{name}: no live fleet to reconnect", timeout=3)
+            return
+        self.run_worker(self.fleet.reconnect(name), group="reconnect", exit_on_error=False)
+        self.notify(f"{name}: reconnecting", timeout=2)
+
+
+_FIXED = ("instance", "platform", "$/h")
 
 
 def run_app(loaded: LoadedSweep, theme: str | None = None) -> int:
     """Run the TUI until the user quits. Quitting never touches a remote box."""
-    app = CockpitApp(loaded)
+    app = CockpitApp(loaded, theme=theme)
     result = app.run()
     return int(result or 0)

@@ -1,0 +1,298 @@
+"""The queue contract users already run (platform-facts §6), turned into per-cell state.
+
+Inputs are the queue file (`<cfg> <task> [epochs]` per line), the master log that
+`run_queue.sh` writes (`[ts] [i/N] STARTING name (task, Eep)`, `[ts] [i/N] FINISHED name
+(exit=RC)`, `=== QUEUE DONE on host -- ... ===`) and each cell's own `<name>.log` (its last
+`Epoch k/N` line). Logs arrive as byte chunks; the trackers here split them into lines
+incrementally so a long run is never re-read.
+
+A log is history, not the present: a cell that STARTED and never FINISHED is *running* only
+while the queue has a live process; otherwise it was interrupted (platform-facts §5.5).
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import PurePosixPath
+
+from cockpit.models.snapshot import NA
+
+DEFAULT_EPOCHS = 20
+MAX_PARTIAL = 65536
+"""A line longer than this (a progress bar without newlines) is cut, not buffered forever."""
+
+_TS = r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]"
+HEADER_RE = re.compile(r"=== Queue (?P<file>.*): (?P<total>\d+) ablations?, starting from "
+                       r"(?P<start>\d+) on (?P<host>\S*) ===")
+START_RE = re.compile(_TS + r" \[(?P<i>\d+)/(?P<n>\d+)\] STARTING (?P<name>\S+)"
+                      r"(?: \((?P<task>[^,()]*), (?P<epochs>\d+)ep\))?")
+FINISH_RE = re.compile(_TS + r" \[(?P<i>\d+)/(?P<n>\d+)\] FINISHED (?P<name>\S+) "
+                       r"\(exit=(?P<rc>-?\d+)\)")
+DONE_RE = re.compile(_TS + r" === QUEUE DONE on (?P<host>\S+) -- (?P<rest>.*?) ===")
+EPOCH_RE = re.compile(r"\bEpoch\s*\[?\s*(?P<k>\d+)\s*/\s*(?P<n>\d+)\b")
+
+
+@dataclass(frozen=True)
+class QueueLine:
+    """One cell line of a queue file."""
+
+    index: int  # 1-based, counting cells only (what run_queue.sh's start_index means)
+    cfg: str
+    task: str
+    epochs: int
+    lineno: int
+
+    @property
+    def name(self) -> str:
+        """The cell name: basename of the config without `.yaml` (the isolation key)."""
+        base = PurePosixPath(self.cfg).name
+        return base[: -len(".yaml")] if base.endswith(".yaml") else base
+
+
+def parse_queue_file(text: str) -> tuple[QueueLine, ...]:
+    """Cells of a queue file; `#` comments and blank lines are skipped like run_queue.sh does."""
+    cells: list[QueueLine] = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        epochs = DEFAULT_EPOCHS
+        if len(parts) > 2 and parts[2].isdigit():
+            epochs = int(parts[2])
+        cells.append(QueueLine(len(cells) + 1, parts[0], parts[1] if len(parts) > 1 else "",
+                               epochs, lineno))
+    return tuple(cells)
+
+
+def log_timestamp(text: str, utc_offset: float | NA) -> float:
+    """A `YYYY-MM-DD HH:MM:SS` log stamp (remote local time) as epoch seconds.
+
+    Uses the remote's UTC offset when the probe reported it, else this machine's zone.
+    """
+    parsed = time.strptime(text, "%Y-%m-%d %H:%M:%S")
+    if isinstance(utc_offset, NA):
+        return time.mktime(parsed)
+    return calendar.timegm(parsed) - utc_offset
+
+
+class LineSplitter:
+    """Bytes-chunks in, complete lines out; keeps the unfinished tail for the next chunk."""
+
+    def __init__(self) -> None:
+        self._partial = ""
+
+    def feed(self, text: str, reset: bool = False) -> list[str]:
+        """Complete lines in `text` (after what was left over). `reset` drops the leftover."""
+        if reset:
+            self._partial = ""
+        text = self._partial + text.replace("\r\n", "\n")
+        lines = text.split("\n")
+        self._partial = lines.pop()[-MAX_PARTIAL:]
+        # tqdm-style progress rewrites one line with \r: keep only its last state.
+        return [line.rsplit("\r", 1)[-1] for line in lines]
+
+
+@dataclass(frozen=True)
+class Started:
+    """A STARTING line."""
+
+    index: int
+    total: int
+    at: float
+    task: str
+    epochs: int | None
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A FINISHED line (printed for failures too: read the exit code)."""
+
+    index: int
+    at: float
+    exit_code: int
+
+
+@dataclass
+class QueueLog:
+    """What the master log has said so far, updated line by line."""
+
+    started: dict[str, Started] = field(default_factory=dict)
+    finished: dict[str, Finished] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    last_started: str | None = None
+    done_line: str | None = None
+    """The last QUEUE DONE line, if nothing started after it."""
+    header_start: int | None = None
+    total: int | None = None
+    _seen: set[tuple[str, Finished]] = field(default_factory=set)
+
+    def feed(self, lines: list[str], utc_offset: float | NA) -> list[tuple[str, Finished]]:
+        """Absorb lines; returns the cells that finished in them (for the failure log)."""
+        newly: list[tuple[str, Finished]] = []
+        for line in lines:
+            if (m := START_RE.search(line)) is not None:
+                name = m["name"]
+                epochs = int(m["epochs"]) if m["epochs"] else None
+                self.started[name] = Started(int(m["i"]), int(m["n"]),
+                                             log_timestamp(m["ts"], utc_offset),
+                                             (m["task"] or "").strip(), epochs)
+                self.finished.pop(name, None)
+                if name not in self.order:
+                    self.order.append(name)
+                self.last_started, self.done_line, self.total = name, None, int(m["n"])
+            elif (m := FINISH_RE.search(line)) is not None:
+                fin = Finished(int(m["i"]), log_timestamp(m["ts"], utc_offset), int(m["rc"]))
+                self.finished[m["name"]] = fin
+                if (m["name"], fin) not in self._seen:  # the marks and the log tail overlap
+                    self._seen.add((m["name"], fin))
+                    newly.append((m["name"], fin))
+            elif (m := DONE_RE.search(line)) is not None:
+                self.done_line = line[m.start():].strip()
+            elif (m := HEADER_RE.search(line)) is not None:
+                self.header_start, self.total, self.done_line = int(m["start"]), int(m["total"]), None
+        return newly
+
+
+@dataclass
+class RunProgress:
+    """The last `Epoch k/N` a cell's own log printed."""
+
+    epoch: int = 0
+    epochs: int = 0
+    completed: bool = False
+
+
+class CellState(Enum):
+    """Where one cell stands."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    OK = "finished ok"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"  # started, never finished, and no queue process now
+
+
+@dataclass(frozen=True)
+class CellView:
+    """One row of the queue panel."""
+
+    index: int
+    name: str
+    task: str
+    epochs: int
+    state: CellState
+    exit_code: int | None = None
+    epoch: int = 0
+    elapsed_s: float | None = None
+    eta_s: float | None = None
+
+    @property
+    def state_text(self) -> str:
+        """`failed exit=1`, `running`, ..."""
+        if self.state is CellState.FAILED:
+            return f"failed exit={self.exit_code}"
+        return str(self.state.value)
+
+
+@dataclass(frozen=True)
+class QueueView:
+    """The whole queue at one moment."""
+
+    cells: tuple[CellView, ...]
+    start_index: int | None
+    """1-based index of the first cell that has not finished: `run_queue.sh QUEUE <start_index>`."""
+    running: CellView | None
+    done: bool
+    eta_s: float | None
+
+    @property
+    def finished(self) -> int:
+        """Cells that finished, ok or failed."""
+        return sum(c.state in (CellState.OK, CellState.FAILED) for c in self.cells)
+
+    @property
+    def failed(self) -> tuple[CellView, ...]:
+        """Cells that finished with a non-zero exit code."""
+        return tuple(c for c in self.cells if c.state is CellState.FAILED)
+
+    @property
+    def summary(self) -> str:
+        """`3/4 aug_strong`, `4/4 done`, `0/0`."""
+        head = f"{self.finished}/{len(self.cells)}"
+        if self.running is not None:
+            return f"{head} {self.running.name}"
+        if self.done:
+            return f"{head} done"
+        if self.start_index is not None and self.finished and self.finished < len(self.cells):
+            return f"{head} stopped"
+        return head
+
+
+def _cell_rows(lines: tuple[QueueLine, ...], log: QueueLog) -> list[tuple[int, str, str, int]]:
+    rows = [(ln.index, ln.name, ln.task, ln.epochs) for ln in lines]
+    known = {ln.name for ln in lines}
+    for name in log.order:  # cells the log ran that the queue file no longer lists
+        if name not in known:
+            st = log.started[name]
+            rows.append((st.index, name, st.task, st.epochs or DEFAULT_EPOCHS))
+    return rows
+
+
+def build_view(
+    lines: tuple[QueueLine, ...],
+    log: QueueLog,
+    progress: dict[str, RunProgress],
+    *,
+    alive: bool | None,
+    now: float,
+) -> QueueView:
+    """Cell states from the queue file, the master log and per-run progress.
+
+    `alive`: whether the queue has a live process (None when it could not be checked, in
+    which case a started, unfinished cell is still shown as running).
+    """
+    rates: list[float] = []  # seconds per epoch of finished cells, for ETAs
+    for name, done in log.finished.items():
+        st, prog = log.started.get(name), progress.get(name)
+        if st is not None and prog is not None and prog.epoch > 0 and done.at >= st.at:
+            rates.append((done.at - st.at) / prog.epoch)
+    views: list[CellView] = []
+    for index, name, task, epochs in _cell_rows(lines, log):
+        st, fin, prog = log.started.get(name), log.finished.get(name), progress.get(name)
+        epoch = prog.epoch if prog else 0
+        total_epochs = (prog.epochs if prog and prog.epochs else None) or (
+            st.epochs if st and st.epochs else epochs)
+        if fin is not None:
+            state = CellState.OK if fin.exit_code == 0 else CellState.FAILED
+            elapsed = fin.at - st.at if st is not None else None
+            views.append(CellView(index, name, task, total_epochs, state, fin.exit_code, epoch,
+                                  elapsed))
+        elif st is not None:
+            running = alive is not False and name == log.last_started
+            elapsed = max(0.0, now - st.at)
+            eta = None
+            if running and epoch > 0:
+                eta = elapsed / epoch * max(0, total_epochs - epoch)
+                rates.append(elapsed / epoch)
+            views.append(CellView(index, name, task, total_epochs,
+                                  CellState.RUNNING if running else CellState.INTERRUPTED,
+                                  None, epoch, elapsed, eta))
+        else:
+            views.append(CellView(index, name, task, total_epochs, CellState.PENDING))
+    views.sort(key=lambda c: c.index)
+    rate = sum(rates) / len(rates) if rates else None
+    running_cell = next((c for c in views if c.state is CellState.RUNNING), None)
+    eta_total: float | None = None
+    if rate is not None and (running_cell is not None or alive):
+        pending = sum(c.epochs for c in views if c.state is CellState.PENDING)
+        running_eta = (running_cell.eta_s or 0.0) if running_cell is not None else 0.0
+        eta_total = running_eta + pending * rate
+    start = next((c.index for c in views
+                  if c.state in (CellState.PENDING, CellState.RUNNING, CellState.INTERRUPTED)), None)
+    queue_done = log.done_line is not None and not alive
+    return QueueView(tuple(views), start, running_cell, queue_done, eta_total)

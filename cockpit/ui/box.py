@@ -1,0 +1,230 @@
+"""One box: GPU, disk & inodes, queue and failure-log panels."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Grid, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Label, Sparkline, Static
+
+from cockpit.models.failures import FailureEvent
+from cockpit.models.hostview import HostTracker
+from cockpit.models.summary import state_text
+from cockpit.ui.fleet import same
+from cockpit.ui.render import cell_row, clock_time, disk_panel, gpu_panel, queue_header
+
+if TYPE_CHECKING:
+    from cockpit.ui.app import CockpitApp
+
+QUEUE_COLUMNS = ("#", "cell", "state", "epoch", "elapsed", "ETA")
+FAILURE_COLUMNS = ("time", "class", "cell", "count", "message")
+
+
+class BoxScreen(Screen[None]):
+    """The four panels of one instance."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back to fleet"),
+        Binding("slash", "filter", "Filter failures"),
+        Binding("r", "reconnect", "Reconnect"),
+        Binding("tab", "focus_next", "Next panel", show=False),
+    ]
+
+    def __init__(self, instance: str) -> None:
+        super().__init__(classes="box")
+        self.instance = instance
+        self.seen_version = -1
+        self.seen_failures = -1
+        self.filter_text = ""
+
+    @property
+    def cockpit(self) -> CockpitApp:
+        """The app, typed."""
+        from cockpit.ui.app import CockpitApp
+
+        assert isinstance(self.app, CockpitApp)
+        return self.app
+
+    @property
+    def tracker(self) -> HostTracker:
+        """This box's live model."""
+        return self.cockpit.trackers[self.instance]
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="box-title")
+        with Grid(id="panels"):
+            with Vertical(id="gpu-panel", classes="panel"):
+                yield Static(id="gpu-body")
+                yield Vertical(id="sparks")
+            with VerticalScroll(id="disk-panel", classes="panel"):
+                yield Static(id="disk-body")
+            with Vertical(id="queue-panel", classes="panel"):
+                yield Static(id="queue-head")
+                yield DataTable(id="queue-table", cursor_type="row", zebra_stripes=True)
+            with Vertical(id="failure-panel", classes="panel"):
+                yield Input(placeholder="filter failures (class, cell, text)  esc: clear",
+                            id="failure-filter")
+                yield DataTable(id="failure-table", cursor_type="row")
+                yield Static(id="failure-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#gpu-panel").border_title = "GPU"
+        self.query_one("#disk-panel").border_title = "Disk & inodes"
+        self.query_one("#queue-panel").border_title = "Queue"
+        self.query_one("#failure-panel").border_title = "Failure log"
+        queue = self.query_one("#queue-table", DataTable)
+        for column in QUEUE_COLUMNS:
+            queue.add_column(column, key=column)
+        failures = self.query_one("#failure-table", DataTable)
+        for column in FAILURE_COLUMNS:
+            failures.add_column(column, key=column)
+        self.query_one("#failure-filter", Input).display = False
+        self.redraw(force=True)
+        queue.focus()
+
+    def refresh_hosts(self, names: set[str]) -> None:
+        """Redraw when this box changed."""
+        if self.instance in names:
+            self.redraw()
+
+    def redraw(self, force: bool = False) -> None:
+        """Re-render the panels from the tracker (skipped when nothing changed)."""
+        tracker = self.tracker
+        if not force and tracker.version == self.seen_version:
+            return
+        self.seen_version = tracker.version
+        palette = self.cockpit.palette
+        inst = tracker.instance
+        title = Text(f"{inst.name}", style="bold")
+        title.append(f"  {tracker.profile.display_name}  {inst.host}  ")
+        title.append(state_text(tracker.state, self.cockpit.clock()))
+        for alert in tracker.alerts(self.cockpit.clock()):
+            title.append(f"  ⚠ {alert}", style=palette.bad)
+        self.query_one("#box-title", Static).update(title)
+        self.query_one("#gpu-body", Static).update(gpu_panel(tracker, palette))
+        self._sparklines()
+        self.query_one("#disk-body", Static).update(disk_panel(tracker, palette))
+        self.query_one("#queue-head", Static).update(queue_header(tracker, palette))
+        self._queue_rows()
+        self._failure_rows(force)
+
+    def _sparklines(self) -> None:
+        sparks = self.query_one("#sparks", Vertical)
+        for index, series in sorted(self.tracker.gpu_util.items()):
+            spark_id = f"spark-{index}"
+            found = sparks.query(f"#{spark_id}")
+            if not found:
+                sparks.mount(Label(f"gpu{index} util, last {len(series.points)} samples",
+                                   classes="spark-label"))
+                sparks.mount(Sparkline(series.values(), summary_function=max, id=spark_id))
+            else:
+                spark = found.first(Sparkline)
+                spark.data = series.values()
+
+    def _queue_rows(self) -> None:
+        table = self.query_one("#queue-table", DataTable)
+        palette = self.cockpit.palette
+        for cell in self.tracker.queue_view().cells:
+            row = cell_row(cell.index, cell.name, cell.state, cell.state_text, cell.epoch,
+                           cell.epochs, cell.elapsed_s, cell.eta_s, palette)
+            key = f"{cell.index}:{cell.name}"
+            if key not in table.rows:
+                table.add_row(*row, key=key)
+                continue
+            for column, value in zip(QUEUE_COLUMNS, row, strict=True):
+                if not same(table.get_cell(key, column), value):
+                    table.update_cell(key, column, value, update_width=True)
+
+    def _failure_rows(self, force: bool) -> None:
+        log = self.tracker.failures
+        if not force and log.version == self.seen_failures:
+            return
+        self.seen_failures = log.version
+        table = self.query_one("#failure-table", DataTable)
+        palette = self.cockpit.palette
+        shown = log.matching(self.filter_text)
+        keys = {self._event_key(e) for e in shown}
+        for stale in [k for k in table.rows if k.value not in keys]:
+            table.remove_row(stale)
+        for event in shown:
+            key = self._event_key(event)
+            row = (clock_time(event.last_at), Text(event.klass, style=palette.bad), event.cell,
+                   f"x{event.count}", event.message[:80])
+            if key not in table.rows:
+                table.add_row(*row, key=key)
+                continue
+            for column, value in zip(FAILURE_COLUMNS, row, strict=True):
+                if not same(table.get_cell(key, column), value):
+                    table.update_cell(key, column, value, update_width=True)
+        if not log.events:
+            self.query_one("#failure-detail", Static).update(
+                Text("no failures seen in this session", style=palette.muted))
+        else:
+            self._show_detail()
+
+    @staticmethod
+    def _event_key(event: FailureEvent) -> str:
+        return f"{event.klass}:{event.cell}"
+
+    def _show_detail(self) -> None:
+        table = self.query_one("#failure-table", DataTable)
+        detail = self.query_one("#failure-detail", Static)
+        if table.row_count == 0:
+            detail.update("no events match the filter")
+            return
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        event = next((e for e in self.tracker.failures.events if self._event_key(e) == key), None)
+        if event is None:
+            return
+        text = Text(f"{event.klass}", style="bold")
+        if event.rule_id:
+            text.append(f" ({event.rule_id})")
+        text.append(f" in {event.cell}, first {clock_time(event.first_at)}, "
+                    f"last {clock_time(event.last_at)}, x{event.count}\n")
+        text.append(f"fix: {event.remediation}")
+        detail.update(text)
+
+    @on(DataTable.RowHighlighted, "#failure-table")
+    def _failure_highlighted(self) -> None:
+        self._show_detail()
+
+    # -- actions ---------------------------------------------------------------------------
+    def action_back(self) -> None:
+        box = self.query_one("#failure-filter", Input)
+        if box.display:
+            box.value = ""
+            box.display = False
+            self.filter_text = ""
+            self._failure_rows(force=True)
+            self.query_one("#failure-table", DataTable).focus()
+            return
+        self.dismiss(None)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#failure-filter", Input)
+        box.display = True
+        box.focus()
+
+    @on(Input.Changed, "#failure-filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self._failure_rows(force=True)
+
+    @on(Input.Submitted, "#failure-filter")
+    def _filter_kept(self) -> None:
+        self.query_one("#failure-table", DataTable).focus()
+
+    def action_reconnect(self) -> None:
+        self.cockpit.reconnect(self.instance)
+
+    def tables(self) -> dict[str, DataTable[Any]]:
+        """The queue and failure tables (for tests)."""
+        return {"queue": self.query_one("#queue-table", DataTable),
+                "failures": self.query_one("#failure-table", DataTable)}

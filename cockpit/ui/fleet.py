@@ -1,0 +1,173 @@
+"""The fleet overview: one row per instance, updated cell by cell."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input
+
+from cockpit.models.summary import state_text
+from cockpit.ui.render import fleet_cells
+
+if TYPE_CHECKING:
+    from cockpit.ui.app import CockpitApp
+
+COLUMNS = ("instance", "platform", "state", "GPU util", "GPU mem", "disk", "inodes",
+           "memory", "queue", "last log", "alerts", "$/h")
+
+
+def _plain(value: Text | str) -> str:
+    return value.plain if isinstance(value, Text) else value
+
+
+def same(a: Text | str | None, b: Text | str) -> bool:
+    """Equal text AND colour (rich's Text equality ignores the base style)."""
+    if isinstance(a, Text) and isinstance(b, Text):
+        return a.plain == b.plain and str(a.style) == str(b.style) and a.spans == b.spans
+    return type(a) is type(b) and a == b
+
+
+class FleetScreen(Screen[None]):
+    """Home screen: the whole sweep at a glance."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open_box", "Open box"),
+        Binding("slash", "filter", "Filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+        Binding("r", "reconnect", "Reconnect"),
+        Binding("k", "host_key", "Host key"),
+        Binding("b", "banner", "Danger clocks"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__(id="fleet-screen")
+        self.cells: dict[str, dict[str, Text | str]] = {}
+        self.filter_text = ""
+
+    @property
+    def cockpit(self) -> CockpitApp:
+        """The app, typed."""
+        from cockpit.ui.app import CockpitApp
+
+        assert isinstance(self.app, CockpitApp)
+        return self.app
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield DataTable(id="fleet", cursor_type="row", zebra_stripes=True)
+        yield Input(placeholder="filter rows (name, platform, state…)  enter: keep  esc: clear",
+                    id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#fleet", DataTable)
+        for column in COLUMNS:
+            table.add_column(column, key=column)
+        for name, tracker in self.cockpit.trackers.items():
+            inst = tracker.instance
+            price = "" if inst.price_per_hour is None else f"{inst.price_per_hour:.2f}"
+            row: dict[str, Text | str] = dict.fromkeys(COLUMNS, "")
+            row.update({"instance": name, "platform": inst.profile, "state": "connecting",
+                        "$/h": price})
+            self.cells[name] = row
+            table.add_row(*row.values(), key=name)
+        self.query_one("#filter", Input).display = False
+        table.focus()
+
+    # -- live updates ----------------------------------------------------------------------
+    def refresh_hosts(self, names: set[str]) -> None:
+        """Update only the cells whose text or colour changed."""
+        table = self.query_one("#fleet", DataTable)
+        palette = self.cockpit.palette
+        now = self.cockpit.clock()
+        for name in names:
+            tracker = self.cockpit.trackers[name]
+            new: dict[str, Text | str] = {"state": state_text(tracker.state, now)}
+            new.update(fleet_cells(tracker, palette, now))
+            row = self.cells[name]
+            visible = name in table.rows
+            for column, value in new.items():
+                if same(row.get(column), value):
+                    continue
+                row[column] = value
+                if visible:
+                    table.update_cell(name, column, value, update_width=True)
+
+    # -- filtering -------------------------------------------------------------------------
+    def matches(self, name: str) -> bool:
+        """Whether a row passes the current filter (any cell contains the text)."""
+        needle = self.filter_text.lower()
+        return not needle or any(needle in _plain(v).lower() for v in self.cells[name].values())
+
+    def apply_filter(self) -> None:
+        """Show the rows that match, in sweep order (user-initiated, so a rebuild is fine)."""
+        table = self.query_one("#fleet", DataTable)
+        table.clear()
+        for name, row in self.cells.items():
+            if self.matches(name):
+                table.add_row(*row.values(), key=name)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.display = False
+        self.filter_text = ""
+        self.apply_filter()
+        self.query_one("#fleet", DataTable).focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.filter_text = event.value
+        self.apply_filter()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_kept(self) -> None:
+        self.query_one("#fleet", DataTable).focus()
+
+    # -- actions on the selected box --------------------------------------------------------
+    def selected(self) -> str | None:
+        """Name of the instance under the cursor."""
+        table = self.query_one("#fleet", DataTable)
+        if table.row_count == 0:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+        return str(key.value) if key.value is not None else None
+
+    @on(DataTable.RowSelected, "#fleet")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.cockpit.open_box(str(event.row_key.value))
+
+    def action_open_box(self) -> None:
+        name = self.selected()
+        if name is not None:
+            self.cockpit.open_box(name)
+
+    def action_reconnect(self) -> None:
+        name = self.selected()
+        if name is not None:
+            self.cockpit.reconnect(name)
+
+    def action_host_key(self) -> None:
+        name = self.selected()
+        if name is not None:
+            self.cockpit.show_host_key(name)
+
+    def action_banner(self) -> None:
+        name = self.selected()
+        if name is not None:
+            self.cockpit.show_banner(self.cockpit.trackers[name].profile.platform, force=True)
+
+    def table(self) -> DataTable[Any]:
+        """The fleet table."""
+        return self.query_one("#fleet", DataTable)

@@ -1,0 +1,286 @@
+"""Rich renderables for the cockpit's cells and panels, coloured from the active theme.
+
+Colours are never literals here: a `Palette` is read from the app's theme variables
+(`$success`, `$warning`, `$error`, `$secondary`), so every theme, including high contrast,
+colours thresholds its own way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from cockpit.models.durations import format_duration
+from cockpit.models.hostview import HostTracker
+from cockpit.models.profile import StorageTier
+from cockpit.models.queue import CellState
+from cockpit.models.snapshot import NA, Mount
+from cockpit.models.summary import mean_util, pct, worst
+
+BAR_WIDTH = 12
+
+
+@dataclass(frozen=True)
+class Palette:
+    """Status colours of the active theme."""
+
+    ok: str
+    warn: str
+    bad: str
+    muted: str
+
+    @classmethod
+    def from_variables(cls, variables: Mapping[str, str]) -> Palette:
+        """Read the palette from `App.theme_variables`."""
+        return cls(variables.get("success", ""), variables.get("warning", ""),
+                   variables.get("error", ""), variables.get("secondary", ""))
+
+    def fill(self, value: float | NA, warn: float = 80.0, bad: float = 90.0) -> str:
+        """Style for a fill level (disk, inodes, memory): higher is worse."""
+        if isinstance(value, NA):
+            return self.muted
+        return self.bad if value >= bad else self.warn if value >= warn else self.ok
+
+    def busy(self, value: float | NA) -> str:
+        """Style for GPU utilisation: an idle GPU you are paying for is the warning."""
+        if isinstance(value, NA):
+            return self.muted
+        return self.ok if value >= 60 else self.warn if value >= 10 else self.bad
+
+
+def styled(text: str, style: str) -> Text:
+    """`text` in `style` (empty style = default colour)."""
+    return Text(text, style=style or "")
+
+
+def bar(value: float | NA, style: str, width: int = BAR_WIDTH) -> Text:
+    """`█████░░░░░  52%`; an unknown value shows as a dotted bar and `n/a`."""
+    if isinstance(value, NA):
+        return Text("·" * width + "  n/a")
+    filled = max(0, min(width, round(width * value / 100.0)))
+    out = Text("█" * filled, style=style)
+    out.append("░" * (width - filled))
+    out.append(f" {value:3.0f}%", style=style)
+    return out
+
+
+def human_bytes(value: float) -> str:
+    """`1.2 GiB`, `-340 MiB` (binary units, like df -h)."""
+    sign = "-" if value < 0 else ""
+    size = abs(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{sign}{size:.0f} {unit}" if unit == "B" else f"{sign}{size:.1f} {unit}"
+        size /= 1024
+    return f"{sign}{size:.1f} TiB"
+
+
+def human_count(value: float) -> str:
+    """`12.3k`, `4.1M` for inode counts."""
+    sign = "-" if value < 0 else ""
+    size = abs(value)
+    if size >= 1e6:
+        return f"{sign}{size / 1e6:.1f}M"
+    if size >= 1e3:
+        return f"{sign}{size / 1e3:.1f}k"
+    return f"{sign}{size:.0f}"
+
+
+def fmt_num(value: float | NA, unit: str = "", digits: int = 0) -> str:
+    """A number with its unit, or `n/a`."""
+    return "n/a" if isinstance(value, NA) else f"{value:.{digits}f}{unit}"
+
+
+# -- fleet cells ------------------------------------------------------------------------
+def fleet_cells(tracker: HostTracker, palette: Palette, now: float) -> dict[str, Text | str]:
+    """The fleet-table cells of one box that come from its snapshot and queue."""
+    snap = tracker.snapshot
+    if snap is None:
+        return {}
+    gpus = snap.gpu.gpus
+    if gpus:
+        util = mean_util(snap)
+        mems = [g.mem_pct for g in gpus]
+        mem = worst(mems)
+        util_cell: Text | str = styled(f"{pct(util)} x{len(gpus)}", palette.busy(util))
+        mem_cell: Text | str = styled(pct(mem), palette.fill(mem, 90, 97))
+    else:
+        util_cell = styled((snap.gpu.message or snap.gpu.status.value)[:20], palette.muted)
+        mem_cell = ""
+    disk = worst([m.bytes_pct for m in snap.mounts])
+    inodes = worst([m.inodes_pct for m in snap.mounts])
+    memory = snap.memory.pct
+    alerts = tracker.alerts(now)
+    return {
+        "GPU util": util_cell,
+        "GPU mem": mem_cell,
+        "disk": styled(pct(disk), palette.fill(disk)),
+        "inodes": styled(pct(inodes), palette.fill(inodes)),
+        "memory": styled(pct(memory), palette.fill(memory)),
+        "queue": tracker.queue_view().summary,
+        "last log": _log_age(tracker),
+        "alerts": styled(str(len(alerts)) if alerts else "-", palette.bad if alerts else palette.muted),
+    }
+
+
+def _log_age(tracker: HostTracker) -> str:
+    from cockpit.models.summary import log_age
+
+    return log_age(tracker.snapshot) if tracker.snapshot is not None else ""
+
+
+# -- box panels -------------------------------------------------------------------------
+def gpu_panel(tracker: HostTracker, palette: Palette) -> RenderableType:
+    """Per-GPU numbers, compute processes, and why PIDs may be missing."""
+    snap = tracker.snapshot
+    if snap is None:
+        return Text("waiting for the first probe record…")
+    if not snap.gpu.gpus:
+        return Text(f"no GPU readings: {snap.gpu.message or snap.gpu.status.value}",
+                    style=palette.muted)
+    table = Table(box=None, pad_edge=False, expand=True)
+    table.add_column("#", no_wrap=True)
+    table.add_column("GPU", no_wrap=True, overflow="ellipsis", max_width=14)
+    for column in ("util", "memory", "temp", "power", "SM"):
+        table.add_column(column, no_wrap=True)
+    for gpu in snap.gpu.gpus:
+        mem = "n/a" if isinstance(gpu.mem_used_mib, NA) or isinstance(gpu.mem_total_mib, NA) else (
+            f"{gpu.mem_used_mib / 1024:.1f}/{gpu.mem_total_mib / 1024:.0f}G")
+        power = fmt_num(gpu.power_w, "W")
+        if not isinstance(gpu.power_limit_w, NA) and not isinstance(gpu.power_w, NA):
+            power += f"/{gpu.power_limit_w:.0f}"
+        table.add_row(
+            str(gpu.index), gpu.name.replace("NVIDIA ", ""),
+            styled(pct(gpu.util_pct), palette.busy(gpu.util_pct)),
+            styled(mem, palette.fill(gpu.mem_pct, 90, 97)),
+            styled(fmt_num(gpu.temp_c, "C"), palette.fill(gpu.temp_c, 80, 88)),
+            power, fmt_num(gpu.sm_clock_mhz, "MHz"),
+        )
+    procs = [(gpu.index, p) for gpu in snap.gpu.gpus for p in gpu.processes]
+    lines: list[RenderableType] = [table]
+    if procs:
+        text = Text("processes: ")
+        text.append(", ".join(f"gpu{i} pid {p.pid} ({fmt_num(p.used_mib, ' MiB')})"
+                              for i, p in procs))
+        lines.append(text)
+    elif any(not isinstance(g.mem_used_mib, NA) and g.mem_used_mib > 512 for g in snap.gpu.gpus):
+        lines.append(Text("memory is in use but no compute PIDs are listed: inside a container "
+                          "the driver cannot map PIDs to this namespace (normal on rented boxes)",
+                          style=palette.muted))
+    else:
+        lines.append(Text("no compute processes", style=palette.muted))
+    return Group(*lines)
+
+
+def tier_for(tracker: HostTracker, mount: Mount) -> StorageTier | None:
+    """The profile tier whose (possibly overridden) path is this mount."""
+    for tier in tracker.profile.storage.tiers:
+        if tracker.instance.mounts.get(tier.id, tier.path) == mount.path:
+            return tier
+    return None
+
+
+def _survival(tier: StorageTier | None, palette: Palette) -> Text:
+    if tier is None:
+        return Text("(not a profile tier)", style=palette.muted)
+    out = Text(f"{tier.label}: ")
+    out.append("survives stop" if tier.survives_stop else "LOST on stop",
+               style=palette.ok if tier.survives_stop else palette.bad)
+    out.append(", ")
+    out.append("survives destroy" if tier.survives_destroy else "LOST on destroy",
+               style=palette.ok if tier.survives_destroy else palette.bad)
+    if tier.inode_cap:
+        out.append(f", inode cap {human_count(tier.inode_cap)}")
+    return out
+
+
+def disk_panel(tracker: HostTracker, palette: Palette) -> RenderableType:
+    """Every watched mount: bytes and inodes bars, survival, trend, time to full; memory."""
+    snap = tracker.snapshot
+    if snap is None:
+        return Text("waiting for the first probe record…")
+    parts: list[RenderableType] = []
+    for mount in snap.mounts:
+        head = Text(mount.path, style="bold")
+        if not isinstance(mount.fstype, NA):
+            head.append(f"  {mount.fstype}", style=palette.muted)
+        parts.append(head)
+        parts.append(_survival(tier_for(tracker, mount), palette))
+        if mount.error:
+            parts.append(Text(f"  {mount.error}", style=palette.bad))
+            continue
+        trend = tracker.mount_trend(mount)
+        line = Text("bytes  ")
+        line.append_text(bar(mount.bytes_pct, palette.fill(mount.bytes_pct)))
+        line.append(_trend(trend.bytes_delta, trend.bytes_full_s, human_bytes), style=palette.muted)
+        parts.append(line)
+        line = Text("inodes ")
+        line.append_text(bar(mount.inodes_pct, palette.fill(mount.inodes_pct)))
+        line.append(_trend(trend.inodes_delta, trend.inodes_full_s, human_count),
+                    style=palette.muted)
+        parts.append(line)
+    mem = snap.memory
+    line = Text(f"memory ({mem.source}) ")
+    line.append_text(bar(mem.pct, palette.fill(mem.pct)))
+    if not isinstance(mem.current_bytes, NA):
+        limit = "no limit" if isinstance(mem.max_bytes, NA) else human_bytes(mem.max_bytes)
+        line.append(f"  {human_bytes(mem.current_bytes)} of {limit}")
+    kills = mem.oom_kills
+    line.append(f"  OOM kills: {fmt_num(kills)}",
+                style=palette.bad if not isinstance(kills, NA) and kills > 0 else "")
+    parts.append(line)
+    return Group(*parts)
+
+
+def _trend(delta: float | None, full_s: float | None, fmt: object) -> str:
+    assert callable(fmt)
+    out = ""
+    if delta is not None:
+        out += f" {'+' if delta >= 0 else ''}{fmt(delta)}/session"
+    if full_s is not None:
+        out += f" · full in {format_duration(full_s)}"
+    return out
+
+
+def queue_header(tracker: HostTracker, palette: Palette) -> Text:
+    """Progress, resume index and ETA of the queue."""
+    view = tracker.queue_view()
+    inst = tracker.instance
+    if not view.cells:
+        return Text("no queue file or queue log read yet" if inst.queue or inst.queue_log
+                    else "this instance has no `queue:` in the sweep file", style=palette.muted)
+    out = Text(f"{view.finished}/{len(view.cells)} finished")
+    if view.failed:
+        out.append(f", {len(view.failed)} failed", style=palette.bad)
+    if view.eta_s is not None:
+        out.append(f", queue ETA {format_duration(view.eta_s)}")
+    if view.done:
+        out.append("  QUEUE DONE", style=palette.ok)
+    if view.start_index is not None:
+        queue = inst.queue or "QUEUE"
+        out.append(f"\nresume at start_index {view.start_index}: ")
+        out.append(f"bash run_queue.sh {queue} {view.start_index}", style="bold")
+    return out
+
+
+def cell_row(cell_index: int, name: str, state: CellState, state_text: str, epoch: int,
+             epochs: int, elapsed: float | None, eta: float | None,
+             palette: Palette) -> tuple[Text | str, ...]:
+    """One queue-table row."""
+    style = {CellState.OK: palette.ok, CellState.FAILED: palette.bad,
+             CellState.INTERRUPTED: palette.warn, CellState.RUNNING: palette.warn,
+             CellState.PENDING: palette.muted}[state]
+    return (str(cell_index), name, styled(state_text, style),
+            f"{epoch}/{epochs}" if epoch else f"-/{epochs}",
+            format_duration(elapsed) if elapsed is not None else "",
+            format_duration(eta) if eta is not None else "")
+
+
+def clock_time(at: float) -> str:
+    """`14:03:22` in local time."""
+    return time.strftime("%H:%M:%S", time.localtime(at))
