@@ -155,8 +155,9 @@ class BoxScreen(Screen[None]):
             table.remove_row(stale)
         for event in shown:
             key = self._event_key(event)
-            row = (clock_time(event.last_at), Text(event.klass, style=palette.bad), event.cell,
-                   f"x{event.count}", event.message[:80])
+            row: tuple[Text | str, ...] = (
+                clock_time(event.last_at), Text(event.klass, style=palette.bad), event.cell,
+                f"x{event.count}", event.message[:80])
             if key not in table.rows:
                 table.add_row(*row, key=key)
                 continue
