@@ -38,6 +38,11 @@ def _build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print a JSON document")
     status.add_argument("--timeout", type=float, default=30.0, help="seconds per box (30)")
 
+    shots = sub.add_parser("screenshots",
+                           help="drive the TUI headless on the demo fleet and write SVGs")
+    shots.add_argument("--out", type=Path, default=Path("screenshots"),
+                       help="output folder (default: ./screenshots)")
+
     trust = sub.add_parser("trust", help="approve an unknown host key by its SHA-256 fingerprint")
     trust.add_argument("sweep", type=Path)
     trust.add_argument("instance")
@@ -177,6 +182,19 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(serve_dir=args.serve, theme=args.theme)
 
 
+def _cmd_screenshots(args: argparse.Namespace) -> int:
+    from cockpit.ui.screenshots import write_screenshots
+
+    try:
+        written = write_screenshots(args.out)
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"screenshots failed: {exc}", file=sys.stderr)
+        return EXIT_SOME_FAILED
+    for path in written:
+        print(path)
+    return EXIT_OK
+
+
 def _cmd_attach(args: argparse.Namespace) -> int:
     from cockpit.services.sweepfile import load_sweep
     from cockpit.services.yamlfile import ConfigError
@@ -200,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "trust": _cmd_trust,
         "demo": _cmd_demo,
         "attach": _cmd_attach,
+        "screenshots": _cmd_screenshots,
     }
     if args.command is None:
         parser.print_help()

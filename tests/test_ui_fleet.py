@@ -1,33 +1,116 @@
-"""Pilot tests of the fleet table against the real demo fleet."""
+"""Pilot tests of the live app against the real demo fleet and a real OpenSSH sshd."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from textual.widgets import DataTable
+import pytest
+from textual.widgets import DataTable, Static
 
+from cockpit.services.acks import AckStore
 from cockpit.services.sweepfile import load_sweep
 from cockpit.ui.app import CockpitApp
+from cockpit.ui.box import BoxScreen
+from cockpit.ui.fleet import FleetScreen
+from cockpit.ui.modals import HostKeyScreen
+from tests.sshd import Sshd
+from tests.test_status_sshd import write_box, write_sweep
+from tests.test_ui_app import texts
 
 
-async def test_fleet_table_shows_three_live_rows(demo: Path) -> None:
-    app = CockpitApp(load_sweep(demo / "sweep.yaml"))
+async def wait_until(pilot: object, check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await pilot.pause(0.1)  # type: ignore[attr-defined]
+
+
+async def test_fleet_table_shows_three_live_rows(demo: Path, tmp_path: Path) -> None:
+    app = CockpitApp(load_sweep(demo / "sweep.yaml"), banners=False,
+                     acks=AckStore(tmp_path / "acks.json"))
     async with app.run_test(size=(140, 30)) as pilot:
         table = app.query_one("#fleet", DataTable)
         assert table.row_count == 3
-        for _ in range(100):
-            await pilot.pause(0.1)
-            if len(app.snapshots) == 3:
-                break
-        assert set(app.snapshots) == {"a1", "r1", "v1"}
+        await wait_until(pilot, lambda: all(t.snapshot for t in app.trackers.values()), 15,
+                         "a record from every demo box")
+        await pilot.pause(0.5)
         for name in ("a1", "r1", "v1"):
-            assert table.get_cell(name, "state") == "connected"
+            assert str(table.get_cell(name, "state")) == "connected"
             util = str(table.get_cell(name, "GPU util"))
             assert util.endswith(("x1", "x2")) and "%" in util
             assert str(table.get_cell(name, "inodes")).endswith("%")
-        first = {name: snap.seq for name, snap in app.snapshots.items()}
+            assert "/" in str(table.get_cell(name, "queue"))
+        first = {name: t.snapshot.seq for name, t in app.trackers.items() if t.snapshot}
         await asyncio.sleep(2.5)
         await pilot.pause()
-        assert all(app.snapshots[name].seq > first[name] for name in first), "numbers are live"
+        assert all(app.trackers[n].snapshot.seq > first[n] for n in first), "numbers are live"  # type: ignore[union-attr]
+        assert app.repaints < 4 * 6 + 4, "repaints are batched, not one per record"
         await pilot.press("q")
+
+
+async def test_enter_opens_box_screen_with_four_filled_panels(demo: Path, tmp_path: Path) -> None:
+    app = CockpitApp(load_sweep(demo / "sweep.yaml"), banners=False,
+                     acks=AckStore(tmp_path / "acks.json"))
+    async with app.run_test(size=(140, 44)) as pilot:
+        await wait_until(pilot, lambda: all(t.snapshot for t in app.trackers.values()), 15,
+                         "a record from every demo box")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, BoxScreen), 5, "the box screen")
+        screen = app.screen
+        assert isinstance(screen, BoxScreen) and screen.instance == "a1"
+        await wait_until(pilot, lambda: screen.tables()["queue"].row_count == 4, 10, "queue rows")
+        assert "A100" in texts([screen.query_one("#gpu-body", Static)])
+        disk = texts([screen.query_one("#disk-body", Static)])
+        assert "survives stop" in disk and "inodes" in disk and "OOM kills" in disk
+        assert "start_index" in texts([screen.query_one("#queue-head", Static)])
+        assert screen.query_one("#failure-table", DataTable).columns
+        assert texts([screen.query_one("#failure-detail", Static)]).strip()
+        assert len(screen.query("Sparkline")) == 2, "one util sparkline per GPU"
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, FleetScreen)
+
+
+@pytest.mark.sshd
+async def test_unreachable_host_goes_stale_then_recovers(sshd: Sshd, tmp_path: Path) -> None:
+    box = write_box(tmp_path)
+    config = sshd.write_client_files("gpu-box-1", tmp_path)
+    app = CockpitApp(load_sweep(write_sweep(tmp_path, config, box)), banners=False,
+                     acks=AckStore(tmp_path / "acks.json"))
+    async with app.run_test(size=(140, 30)) as pilot:
+        table = app.query_one("#fleet", DataTable)
+        await wait_until(pilot, lambda: str(table.get_cell("b1", "state")) == "connected", 20,
+                         "connected")
+        sshd.stop()
+        # keepalive 1s x 3 (the sweep's ssh settings): stale within the keepalive window.
+        await wait_until(pilot, lambda: str(table.get_cell("b1", "state")).startswith("stale since"),
+                         15, "stale since T")
+        sshd.start()
+        app.reconnect("b1")  # skip the backoff wait, as the `r` key does
+        await wait_until(pilot, lambda: str(table.get_cell("b1", "state")) == "connected", 30,
+                         "recovered")
+        seq = app.trackers["b1"].snapshot.seq  # type: ignore[union-attr]
+        await wait_until(pilot, lambda: app.trackers["b1"].snapshot.seq > seq, 10,  # type: ignore[union-attr]
+                         "fresh records after recovery")
+
+
+@pytest.mark.sshd
+async def test_unknown_host_key_approved_by_keyboard_then_connects(sshd: Sshd, tmp_path: Path) -> None:
+    box = write_box(tmp_path)
+    config = sshd.write_client_files("gpu-box-1", tmp_path, trusted=False)
+    app = CockpitApp(load_sweep(write_sweep(tmp_path, config, box)), banners=False,
+                     acks=AckStore(tmp_path / "acks.json"))
+    async with app.run_test(size=(140, 30)) as pilot:
+        await wait_until(pilot, lambda: isinstance(app.screen, HostKeyScreen), 20, "the key screen")
+        screen = app.screen
+        assert isinstance(screen, HostKeyScreen)
+        fingerprint = app.trackers["b1"].state.host_key.fingerprint  # type: ignore[union-attr]
+        assert fingerprint in texts(screen.query(Static))
+        await pilot.press("y")
+        table = app.query_one("#fleet", DataTable)
+        await wait_until(pilot, lambda: str(table.get_cell("b1", "state")) == "connected", 30,
+                         "connected after approval")

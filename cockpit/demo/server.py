@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -325,8 +326,18 @@ async def serve(root: Path) -> None:
     fleet = DemoFleet(root)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP too: closing the terminal of `cockpit demo` must not leak the boxes' queues.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
+    parent = os.getppid()
+
+    async def orphaned() -> None:
+        # The TUI that started us died without stopping us (SIGKILL): stop on our own.
+        while os.getppid() == parent:  # noqa: ASYNC110 - no event exists for "parent died"
+            await asyncio.sleep(1)
+        stop.set()
+
+    watchdog = asyncio.create_task(orphaned())
     try:
         sweep = await fleet.start()
         print(f"demo fleet: {len(fleet.boxes)} boxes on 127.0.0.1 "
@@ -335,17 +346,18 @@ async def serve(root: Path) -> None:
         print("try: cockpit status " + str(sweep) + "   (Ctrl-C stops the fleet)", flush=True)
         await stop.wait()
     finally:
+        watchdog.cancel()
         await fleet.stop()
 
 
-def run_demo(serve_dir: Path | None, theme: str | None = None) -> int:
-    """`cockpit demo`: serve only (`--serve DIR`), or serve in a child process and open the TUI."""
-    if serve_dir is not None:
-        asyncio.run(serve(serve_dir))
-        return 0
-    with tempfile.TemporaryDirectory(prefix="cockpit-demo-") as tmp:
-        root = Path(tmp)
-        log = open(root / "server.log", "wb")  # noqa: SIM115 - closed below
+@contextlib.contextmanager
+def serving_in_child(root: Path, log_path: Path) -> Iterator[Path]:
+    """Serve the demo fleet from `root` in a child process; yields the sweep file.
+
+    The child is stopped with SIGTERM (it stops its queues and servers) when the block ends.
+    Raises RuntimeError with the child's output if the fleet does not come up in 60 s.
+    """
+    with open(log_path, "wb") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", "cockpit", "demo", "--serve", str(root)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -355,14 +367,10 @@ def run_demo(serve_dir: Path | None, theme: str | None = None) -> int:
             while not (root / READY).exists():
                 if child.poll() is not None or time.monotonic() > deadline:
                     log.flush()
-                    print((root / "server.log").read_text(errors="replace"), file=sys.stderr)
-                    print("the demo fleet did not start", file=sys.stderr)
-                    return 1
+                    raise RuntimeError("the demo fleet did not start:\n"
+                                       + log_path.read_text(errors="replace"))
                 time.sleep(0.1)
-            from cockpit.services.sweepfile import load_sweep
-            from cockpit.ui.app import run_app
-
-            return run_app(load_sweep(root / "sweep.yaml"), theme=theme)
+            yield root / "sweep.yaml"
         finally:
             if child.poll() is None:
                 child.send_signal(signal.SIGTERM)
@@ -371,4 +379,21 @@ def run_demo(serve_dir: Path | None, theme: str | None = None) -> int:
                 except subprocess.TimeoutExpired:
                     child.kill()
                     child.wait()
-            log.close()
+
+
+def run_demo(serve_dir: Path | None, theme: str | None = None) -> int:
+    """`cockpit demo`: serve only (`--serve DIR`), or serve in a child process and open the TUI."""
+    if serve_dir is not None:
+        asyncio.run(serve(serve_dir))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="cockpit-demo-") as tmp:
+        root = Path(tmp)
+        try:
+            with serving_in_child(root, root / "server.log") as sweep:
+                from cockpit.services.sweepfile import load_sweep
+                from cockpit.ui.app import run_app
+
+                return run_app(load_sweep(sweep), theme=theme)
+        except RuntimeError as exc:
+            print(exc, file=sys.stderr)
+            return 1

@@ -29,10 +29,11 @@ RULES: tuple[Rule, ...] = (
     Rule("U7", "disk-full", re.compile(r"No space left on device|iostream error"),
          "Check df -h AND df -i on the data mount; stop new writers, prune proven scratch, "
          "keep best.pth. Retry once the cause is fixed."),
-    Rule("O13", "nan-loss", re.compile(r"\bloss(?: is)?[ :=]+(?:nan|inf)\b", re.IGNORECASE),
+    Rule("O13", "nan-loss", re.compile(r"loss(?: is)?\s*[:=]?\s*(?:nan|inf)\b", re.IGNORECASE),
          "Numerics: fp16 overflow, log/div on bad inputs, LR spike. Same step every time means "
          "a corrupt sample. Don't retry blindly."),
-    Rule("U9", "host-oom", re.compile(r"^Killed$|killed by signal: Killed|Out of memory: Killed"),
+    Rule("U9", "host-oom", re.compile(
+        r"^Killed$|killed by signal: Killed|Out of memory: Killed|line \d+:\s+\d+ Killed\b"),
          "Host RAM (cgroup memory.max), not VRAM: size num_workers against memory.max."),
     Rule("S1", "sync-failed", re.compile(r"DURABLE SYNC (?:FAILED|BLOCKED)"),
          "The durable copy is missing or partial; the data-disk copy is the source of truth. "

@@ -8,6 +8,7 @@ alerts. It is pure (no I/O, no Textual), so the TUI, tests and benchmarks share 
 
 from __future__ import annotations
 
+import codecs
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -145,6 +146,7 @@ class HostTracker:
         self.progress: dict[str, RunProgress] = {}
         self.failures = FailureLog()
         self._splitters: dict[str, LineSplitter] = {}
+        self._decoders: dict[str, codecs.IncrementalDecoder] = {}
         self.clocks = running_clocks(instance, profile)
         self.version = 0
         """Bumped on every absorbed event, so views redraw only what changed."""
@@ -171,8 +173,15 @@ class HostTracker:
         if snap.queue.queue_marks:
             self._master_lines(snap.queue.queue_marks.splitlines(), snap)
         for chunk in snap.log_chunks:
-            text = chunk.data.decode("utf-8", errors="replace")
+            # One incremental decoder per log: a UTF-8 character may straddle two chunks.
+            decoder = self._decoders.get(chunk.path)
+            if decoder is None or chunk.reset:
+                decoder = self._decoders[chunk.path] = codecs.getincrementaldecoder("utf-8")(
+                    errors="replace")
+            text = decoder.decode(chunk.data)
             lines = self._splitters.setdefault(chunk.path, LineSplitter()).feed(text, chunk.reset)
+            if chunk.reset and chunk.path != self.instance.queue_log:
+                self.progress.pop(_cell_name(chunk.path), None)  # truncated or re-run
             if chunk.path == self.instance.queue_log:
                 self._master_lines(lines, snap)
             else:

@@ -62,7 +62,7 @@ def parse_queue_file(text: str) -> tuple[QueueLine, ...]:
             continue
         parts = line.split()
         epochs = DEFAULT_EPOCHS
-        if len(parts) > 2 and parts[2].isdigit():
+        if len(parts) > 2 and re.fullmatch(r"[0-9]+", parts[2]):
             epochs = int(parts[2])
         cells.append(QueueLine(len(cells) + 1, parts[0], parts[1] if len(parts) > 1 else "",
                                epochs, lineno))
@@ -90,7 +90,8 @@ class LineSplitter:
         """Complete lines in `text` (after what was left over). `reset` drops the leftover."""
         if reset:
             self._partial = ""
-        text = self._partial + text.replace("\r\n", "\n")
+        # Normalise after joining: a CRLF may be split between two chunks.
+        text = (self._partial + text).replace("\r\n", "\n")
         lines = text.split("\n")
         self._partial = lines.pop()[-MAX_PARTIAL:]
         # tqdm-style progress rewrites one line with \r: keep only its last state.
@@ -222,7 +223,9 @@ class QueueView:
 
     @property
     def summary(self) -> str:
-        """`3/4 aug_strong`, `4/4 done`, `0/0`."""
+        """`3/4 aug_strong`, `4/4 done`, `1/3 stopped`, or `-` when no cell is known."""
+        if not self.cells:
+            return "-"
         head = f"{self.finished}/{len(self.cells)}"
         if self.running is not None:
             return f"{head} {self.running.name}"

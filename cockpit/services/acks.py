@@ -54,7 +54,12 @@ class AckStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.problem and self.path.exists():
             stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-            self.path.rename(self.path.with_name(f"{self.path.name}.unreadable-{stamp}"))
+            aside = self.path.with_name(f"{self.path.name}.unreadable-{stamp}")
+            n = 1
+            while aside.exists():  # never replace an earlier unreadable copy
+                n += 1
+                aside = self.path.with_name(f"{self.path.name}.unreadable-{stamp}-{n}")
+            self.path.rename(aside)
             self.problem = ""
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".acks-", suffix=".tmp")
         try:

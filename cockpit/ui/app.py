@@ -8,6 +8,7 @@ Quitting closes connections and touches nothing on any box.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -79,7 +80,7 @@ class CockpitApp(App[int]):
         self.theme = theme or DEFAULT_THEME
         self.palette = Palette.from_variables(self.theme_variables)
         self._modals: deque[tuple[Callable[[], ModalScreen[Any]], Callable[[Any], None]]] = deque()
-        self._prompted_keys: set[tuple[str, str]] = set()
+        self._prompted_keys: set[tuple[str, str, str]] = set()
         self.repaints = 0
         self.first_frame_at: float | None = None
 
@@ -88,6 +89,8 @@ class CockpitApp(App[int]):
 
     def on_mount(self) -> None:
         self.sub_title = self.loaded.sweep.sweep
+        # theme_variables reflect the chosen theme only once the app is running.
+        self.palette = Palette.from_variables(self.theme_variables)
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.set_interval(REPAINT_S, self.repaint)
         if self.banners:
@@ -126,8 +129,9 @@ class CockpitApp(App[int]):
             self.trackers[state.instance].absorb_state(state)
             self.dirty.add(state.instance)
             key = state.host_key
-            if key is not None and (state.instance, key.fingerprint) not in self._prompted_keys:
-                self._prompted_keys.add((state.instance, key.fingerprint))
+            prompt = (state.instance, state.reachability.value, key.fingerprint if key else "")
+            if key is not None and prompt not in self._prompted_keys:
+                self._prompted_keys.add(prompt)
                 self.show_host_key(state.instance)
             return
         self.trackers[event.snapshot.instance].absorb(event.snapshot)
@@ -239,11 +243,15 @@ class CockpitApp(App[int]):
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             return
-        rows = []
-        for active in self.screen.active_bindings.values():
-            binding = active.binding
-            if binding.description:
-                rows.append((binding.key_display or self.get_key_display(binding), binding.description))
+        # The screen's and the app's own bindings first (a focused table shadows `enter`
+        # in active_bindings), then whatever the focused widget adds.
+        bindings = [b for b in [*type(self.screen).BINDINGS, *self.BINDINGS] if isinstance(b, Binding)]
+        bindings += [a.binding for a in self.screen.active_bindings.values()]
+        rows: list[tuple[str, str]] = []
+        for binding in bindings:
+            row = (binding.key_display or self.get_key_display(binding), binding.description)
+            if binding.description and row not in rows:
+                rows.append(row)
         self.push_screen(HelpScreen(rows))
 
     # -- actions on boxes ------------------------------------------------------------------------
@@ -265,6 +273,12 @@ _FIXED = ("instance", "platform", "$/h")
 
 def run_app(loaded: LoadedSweep, theme: str | None = None) -> int:
     """Run the TUI until the user quits. Quitting never touches a remote box."""
+    from textual.theme import BUILTIN_THEMES
+
+    known = [t.name for t in shipped_themes()] + sorted(BUILTIN_THEMES)
+    if theme is not None and theme not in known:
+        print(f"unknown theme {theme!r}; choose one of: {', '.join(known)}", file=sys.stderr)
+        return 2
     app = CockpitApp(loaded, theme=theme)
     result = app.run()
     return int(result or 0)

@@ -91,7 +91,7 @@ class BoxScreen(Screen[None]):
 
     def refresh_hosts(self, names: set[str]) -> None:
         """Redraw when this box changed."""
-        if self.instance in names:
+        if self.instance in names and self.is_mounted:
             self.redraw()
 
     def redraw(self, force: bool = False) -> None:

@@ -78,6 +78,7 @@ class FleetScreen(Screen[None]):
             table.add_row(*row.values(), key=name)
         self.query_one("#filter", Input).display = False
         table.focus()
+        self.refresh_hosts(set(self.cells))  # events may have arrived before this mount
 
     # -- live updates ----------------------------------------------------------------------
     def refresh_hosts(self, names: set[str]) -> None:
@@ -86,6 +87,8 @@ class FleetScreen(Screen[None]):
         palette = self.cockpit.palette
         now = self.cockpit.clock()
         for name in names:
+            if name not in self.cells:  # not mounted yet: on_mount paints every row
+                continue
             tracker = self.cockpit.trackers[name]
             new: dict[str, Text | str] = {"state": state_text(tracker.state, now)}
             new.update(fleet_cells(tracker, palette, now))

@@ -1,0 +1,129 @@
+"""`cockpit screenshots`: drive the real app headless on the demo fleet and write SVGs.
+
+For each shipped theme it captures the danger-clock banner, the fleet overview, a box
+screen, and the host-key screen for an unknown and for a changed key. The host-key shots
+use a copy of the demo's ssh files whose known_hosts is empty (unknown key) or holds a
+different key (changed key): the same strict checking as for a real box.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import asyncssh
+
+from cockpit.models.snapshot import Reachability
+from cockpit.services.acks import AckStore
+from cockpit.services.sweepfile import LoadedSweep, load_sweep
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.box import BoxScreen
+from cockpit.ui.modals import DangerBanner, HostKeyScreen
+from cockpit.ui.themes import shipped_themes
+
+SIZE = (120, 40)
+
+
+async def _until(app: CockpitApp, check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            states = ", ".join(f"{n}: {t.state.reachability.value} {t.state.detail}"
+                               for n, t in app.trackers.items())
+            raise TimeoutError(f"timed out waiting for {what} ({states}; screen {app.screen!r})")
+        await asyncio.sleep(0.2)
+
+
+def _key_variant(demo: Path, kind: str) -> LoadedSweep:
+    """A sweep over the demo's first box whose known_hosts is empty or holds a wrong key."""
+    known = demo / f"known_hosts.{kind}"
+    if kind == "changed":
+        real = (demo / "known_hosts").read_text().splitlines()[0].split()[0]
+        other = asyncssh.generate_private_key("ssh-ed25519").export_public_key("openssh")
+        known.write_text(f"{real} {other.decode().strip()}\n")
+    else:
+        known.write_text("")
+    config = (demo / "ssh_config").read_text().replace(str(demo / "known_hosts"), str(known))
+    (demo / f"ssh_config.{kind}").write_text(config)
+    sweep_text = (demo / "sweep.yaml").read_text().replace(
+        "- ssh_config\n", f"- ssh_config.{kind}\n").replace("- known_hosts\n", f"- known_hosts.{kind}\n")
+    path = demo / f"sweep.{kind}.yaml"
+    path.write_text(sweep_text)
+    loaded = load_sweep(path)
+    first = loaded.sweep.instances[0]
+    sweep = loaded.sweep.model_copy(update={"instances": (first,)})
+    return LoadedSweep(path, sweep, {first.profile: loaded.profiles[first.profile]})
+
+
+def _key_screen_up(app: CockpitApp, wanted: Reachability) -> bool:
+    return isinstance(app.screen, HostKeyScreen) and any(
+        t.state.reachability is wanted for t in app.trackers.values())
+
+
+async def _shoot_theme(sweep: Path, theme: str, out: Path, state: Path) -> list[Path]:
+    written: list[Path] = []
+
+    def save(app: CockpitApp, name: str) -> None:
+        path = out / f"{name}-{theme}.svg"
+        app.save_screenshot(str(path))
+        written.append(path)
+
+    app = CockpitApp(load_sweep(sweep), theme=theme, acks=AckStore(state / f"acks-{theme}.json"))
+    async with app.run_test(size=SIZE) as pilot:
+        await _until(app, lambda: isinstance(app.screen, DangerBanner), "the banner")
+        await _until(app, lambda: all(t.snapshot for t in app.trackers.values()), "a record from every box")
+        await pilot.pause(0.5)
+        save(app, "banner")
+        while isinstance(app.screen, DangerBanner):
+            await pilot.press("a")
+            await pilot.pause(0.2)
+        # A few records for sparklines and trends, and the demo's first failure (a CUDA OOM).
+        await _until(app, lambda: bool(app.trackers["a1"].failures.events), "a failure event", 90)
+        await asyncio.sleep(2)
+        await pilot.pause(0.5)
+        save(app, "fleet")
+        await pilot.press("enter")
+        await _until(app, lambda: isinstance(app.screen, BoxScreen), "the box screen")
+        await pilot.pause(0.5)
+        save(app, "box")
+        await pilot.press("escape")
+
+    for kind in ("unknown", "changed"):
+        loaded = _key_variant(sweep.parent, kind)
+        app = CockpitApp(loaded, theme=theme, acks=AckStore(state / f"acks-{theme}.json"),
+                         banners=False)
+        wanted = Reachability.NEEDS_APPROVAL if kind == "unknown" else Reachability.KEY_CHANGED
+        async with app.run_test(size=SIZE) as pilot:
+            await _until(app, partial(_key_screen_up, app, wanted), f"the {kind}-key screen")
+            await pilot.pause(0.5)
+            save(app, f"hostkey-{kind}")
+    return written
+
+
+def write_screenshots(out: Path) -> list[Path]:
+    """Serve the demo fleet, shoot every screen in every shipped theme, return the files."""
+    from cockpit.demo.server import serving_in_child
+
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    with tempfile.TemporaryDirectory(prefix="cockpit-shots-") as tmp:
+        root = Path(tmp)
+        state = root / "state"
+        state.mkdir()
+        # Approvals and acknowledgements made while shooting stay in the temp dir.
+        previous = os.environ.get("COCKPIT_STATE_DIR")
+        os.environ["COCKPIT_STATE_DIR"] = str(state)
+        try:
+            with serving_in_child(root / "demo", root / "server.log") as sweep:
+                for theme in shipped_themes():
+                    written += asyncio.run(_shoot_theme(sweep, theme.name, out, state))
+        finally:
+            if previous is None:
+                os.environ.pop("COCKPIT_STATE_DIR", None)
+            else:
+                os.environ["COCKPIT_STATE_DIR"] = previous
+    return written

@@ -1,0 +1,254 @@
+"""Pilot tests of the cockpit screens on a replayed fleet (real records, fixed clock)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+from textual.widgets import DataTable, Static
+
+from cockpit.models.events import HostStateChanged
+from cockpit.models.snapshot import HostKeyInfo, HostState, Reachability
+from cockpit.services.acks import AckStore
+from cockpit.services.sweepfile import LoadedSweep
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.box import BoxScreen
+from cockpit.ui.fleet import FleetScreen
+from cockpit.ui.modals import DangerBanner, HelpScreen, HostKeyScreen
+from tests.replay import NOW, replay_events, replay_sweep, source_of
+
+SIZE = (120, 40)
+
+
+def make_app(tmp_path: Path, *, banners: bool = False, key_problem: bool = False,
+             loaded: LoadedSweep | None = None, theme: str | None = None) -> CockpitApp:
+    loaded = loaded or replay_sweep(tmp_path)
+    events = replay_events(with_key_problem=key_problem)
+    return CockpitApp(loaded, source=lambda: source_of(events), clock=lambda: NOW,
+                      acks=AckStore(tmp_path / "acks.json"), banners=banners, theme=theme)
+
+
+async def settle(app: CockpitApp, pilot: object) -> None:
+    """Let the replay drain and one repaint happen."""
+    for _ in range(50):
+        await pilot.pause(0.05)  # type: ignore[attr-defined]
+        if all(t.snapshot is not None for n, t in app.trackers.items() if n != "v1") and not app.dirty:
+            return
+
+
+def texts(widgets: object) -> str:
+    """The plain text of Static widgets (their rich content rendered without styles)."""
+    console = Console(width=200, no_color=True)
+    out = []
+    for widget in widgets:  # type: ignore[attr-defined]
+        with console.capture() as capture:
+            console.print(widget.content)
+        out.append(capture.get())
+    return " ".join(out)
+
+
+def fleet_table(app: CockpitApp) -> DataTable[object]:
+    screen = app.screen
+    assert isinstance(screen, FleetScreen), screen
+    return screen.table()
+
+
+async def test_banner_once_per_platform_and_again_when_facts_change(tmp_path: Path) -> None:
+    app = make_app(tmp_path, banners=True)
+    seen = []
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.2)
+        while isinstance(app.screen, DangerBanner):
+            seen.append(app.screen.profile.platform)
+            await pilot.press("a")
+            await pilot.pause(0.1)
+        assert isinstance(app.screen, FleetScreen)
+    assert seen == ["autodl", "runpod", "vastai"]
+
+    again = make_app(tmp_path, banners=True)
+    async with again.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        assert isinstance(again.screen, FleetScreen), "acknowledged banners must not return"
+
+    # AutoDL's clock facts change (say the release timer became 7 days): only its banner returns.
+    loaded = replay_sweep(tmp_path)
+    autodl = loaded.profiles["autodl"]
+    clocks = autodl.danger_clocks
+    changed_clock = clocks.clocks[0].model_copy(update={"duration": "7d"})
+    changed = autodl.model_copy(update={"danger_clocks": clocks.model_copy(
+        update={"clocks": (changed_clock, *clocks.clocks[1:])})})
+    assert changed.clock_facts_hash() != autodl.clock_facts_hash()
+    loaded = LoadedSweep(loaded.path, loaded.sweep, {**loaded.profiles, "autodl": changed})
+    third = make_app(tmp_path, banners=True, loaded=loaded)
+    shown = []
+    async with third.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        while isinstance(third.screen, DangerBanner):
+            shown.append(third.screen.profile.platform)
+            await pilot.press("escape")  # "later": not stored
+            await pilot.pause(0.1)
+    assert shown == ["autodl"]
+    assert AckStore(tmp_path / "acks.json").needs_banner(changed)
+
+
+async def test_banner_shows_running_clock_countdown(tmp_path: Path) -> None:
+    app = make_app(tmp_path, banners=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, DangerBanner)
+        text = texts(app.screen.query(Static))
+        assert "Auto-release" in text
+        # Powered off 9 days ago on a 15-day clock.
+        assert "RUNNING on a1: 6d left" in text
+
+
+async def test_fleet_rows_box_panels_and_failure_filter(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        table = fleet_table(app)
+        assert table.row_count == 3
+        assert str(table.get_cell("a1", "GPU util")) == "52% x2"
+        assert str(table.get_cell("a1", "queue")) == "3/4 aug_strong"
+        assert str(table.get_cell("a1", "inodes")) == "92%"
+        assert str(table.get_cell("r1", "memory")) == "93%"
+        assert str(table.get_cell("v1", "state")) == "stale since " + str(
+            table.get_cell("v1", "state")).split("since ")[1]
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        screen = app.screen
+        assert isinstance(screen, BoxScreen) and screen.instance == "a1"
+        gpu = texts([screen.query_one("#gpu-body", Static)])
+        assert "A100-SXM4-80GB" in gpu and "pid 48213" in gpu
+        disk = texts([screen.query_one("#disk-body", Static)])
+        assert "/root/autodl-tmp" in disk and "LOST on destroy" in disk and "inodes" in disk
+        assert "OOM kills: 0" in disk
+        queue = screen.tables()["queue"]
+        assert [str(queue.get_cell(k, "state")) for k in queue.rows] == [
+            "finished ok", "finished ok", "failed exit=1", "running"]
+        head = texts([screen.query_one("#queue-head", Static)])
+        assert "bash run_queue.sh /root/autodl-tmp/proj/queue_1.txt 4" in head
+        failures = screen.tables()["failures"]
+        assert {str(failures.get_cell(k, "class")) for k in failures.rows} == {"cell-failed", "cuda-oom"}
+        await pilot.press("slash")
+        await pilot.press(*"oom")
+        await pilot.pause(0.1)
+        assert [str(failures.get_cell(k, "class")) for k in failures.rows] == ["cuda-oom"]
+        detail = texts([screen.query_one("#failure-detail", Static)])
+        assert "expandable_segments" in detail
+        await pilot.press("escape")  # clears the filter first
+        await pilot.pause(0.1)
+        assert failures.row_count == 2
+        await pilot.press("escape")  # then goes back
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, FleetScreen)
+
+
+async def test_slash_filters_the_fleet_and_escape_restores(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("slash")
+        await pilot.press(*"runpod")
+        await pilot.pause(0.1)
+        table = fleet_table(app)
+        assert [k.value for k in table.rows] == ["r1"]
+        await pilot.press("enter")  # keep the filter, back to the table
+        await pilot.pause(0.1)
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert [k.value for k in table.rows] == ["a1", "r1", "v1"]
+        assert str(table.get_cell("a1", "queue")) == "3/4 aug_strong", "cells survive the filter"
+
+
+async def test_help_lists_bindings(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("question_mark")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, HelpScreen)
+        descriptions = [d for _, d in app.screen.rows]
+        for wanted in ("Quit (touches no remote)", "Help", "Theme", "Filter", "Open box",
+                       "Reconnect", "Danger clocks"):
+            assert wanted in descriptions, descriptions
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, FleetScreen)
+
+
+async def test_theme_switch_recolours_cells(tmp_path: Path) -> None:
+    app = make_app(tmp_path, theme="cockpit-dark")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        table = fleet_table(app)
+        before = table.get_cell("r1", "disk")
+        assert isinstance(before, Text) and str(before.style) == app.palette.bad
+        await pilot.press("t")
+        await pilot.pause(0.4)
+        assert app.theme == "cockpit-light"
+        after = table.get_cell("r1", "disk")
+        assert isinstance(after, Text) and str(after.style) == app.palette.bad
+        assert str(after.style) != str(before.style), "the light theme has its own error colour"
+        await pilot.press("t")
+        await pilot.pause(0.2)
+        assert app.theme == "cockpit-contrast"
+
+
+async def test_command_palette_switches_theme_and_opens_a_box(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.2)
+        await pilot.press(*"theme: cockpit-contrast")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert app.theme == "cockpit-contrast"
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.2)
+        await pilot.press(*"host: open r1")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, BoxScreen) and app.screen.instance == "r1"
+
+
+async def test_unknown_key_prompts_and_changed_key_cannot_be_approved(tmp_path: Path) -> None:
+    app = make_app(tmp_path, key_problem=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, HostKeyScreen) and not screen.changed
+        text = texts(screen.query(Static))
+        assert "SHA256:7lB0Rj3b2iXz4q1oWm0cVnHq0c8v0sQ2lq7N4yXo9zE" in text
+        await pilot.press("escape")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, FleetScreen)
+        # The same box now presents a changed key: shown as refused, `y` does nothing.
+        changed = HostKeyInfo("ssh-ed25519", "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+                              ("SHA256:7lB0Rj3b2iXz4q1oWm0cVnHq0c8v0sQ2lq7N4yXo9zE",))
+        app.absorb(HostStateChanged(HostState("v1", Reachability.KEY_CHANGED, NOW, "changed",
+                                              host_key=changed)))
+        await pilot.pause(0.2)
+        screen = app.screen
+        assert isinstance(screen, HostKeyScreen) and screen.changed
+        approvals = []
+        app.approve_key = lambda *a: approvals.append(a)  # type: ignore[method-assign]
+        await pilot.press("y")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, HostKeyScreen), "y must not dismiss a refused key"
+        assert approvals == []
+        await pilot.press("escape")
+
+
+async def test_quit_touches_no_remote(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("q")
+        await pilot.pause(0.1)
+    assert app.return_code == 0
+    assert app.fleet is None  # the replay has no connections; `q` only exits
