@@ -109,10 +109,10 @@ async def test_fleet_rows_box_panels_and_failure_filter(tmp_path: Path) -> None:
         await settle(app, pilot)
         table = fleet_table(app)
         assert table.row_count == 3
-        assert str(table.get_cell("a1", "GPU util")) == "52% x2"
+        assert str(table.get_cell("a1", "GPU")) == "52% x2"
         assert str(table.get_cell("a1", "queue")) == "3/4 aug_strong"
         assert str(table.get_cell("a1", "inodes")) == "92%"
-        assert str(table.get_cell("r1", "memory")) == "93%"
+        assert str(table.get_cell("r1", "mem")) == "93%"
         assert str(table.get_cell("v1", "state")) == "stale since " + str(
             table.get_cell("v1", "state")).split("since ")[1]
         await pilot.press("enter")

@@ -40,7 +40,7 @@ async def test_fleet_table_shows_three_live_rows(demo: Path, tmp_path: Path) -> 
         await pilot.pause(0.5)
         for name in ("a1", "r1", "v1"):
             assert str(table.get_cell(name, "state")) == "connected"
-            util = str(table.get_cell(name, "GPU util"))
+            util = str(table.get_cell(name, "GPU"))
             assert util.endswith(("x1", "x2")) and "%" in util
             assert str(table.get_cell(name, "inodes")).endswith("%")
             assert "/" in str(table.get_cell(name, "queue"))

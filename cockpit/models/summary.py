@@ -13,15 +13,16 @@ def pct(value: float | NA) -> str:
     return "n/a" if isinstance(value, NA) else f"{value:.0f}%"
 
 
-def state_text(state: HostState, now: float | None = None) -> str:
+def state_text(state: HostState, now: float | None = None, short: bool = False) -> str:
     """`connected`, `stale since 10:42 (3m)`, `needs approval`, ..."""
     now = time.time() if now is None else now
     reach = state.reachability
     if reach is Reachability.CONNECTED:
         return "connected"
     if reach is Reachability.STALE:
-        clock = str(time.strftime("%H:%M:%S", time.localtime(state.since)))
-        return f"stale since {clock} ({format_duration(now - state.since)})"
+        clock = str(time.strftime("%H:%M", time.localtime(state.since)))
+        return f"stale since {clock}" if short else (
+            f"stale since {clock} ({format_duration(now - state.since)})")
     return str(reach.value).replace("-", " ")
 
 

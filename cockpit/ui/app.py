@@ -1,7 +1,7 @@
 """The cockpit Textual app: fleet overview, box screens, banners, host keys, themes.
 
 Widgets never await SSH: one async worker (never a thread worker; asyncssh is bound to the
-app's loop) consumes the fleet's events and feeds pure `HostTracker`s; a 4 Hz timer then
+app's loop) consumes the fleet's events and feeds pure `HostTracker`s; a 1 Hz timer then
 repaints only the hosts that changed, so a burst of records becomes one repaint.
 Quitting closes connections and touches nothing on any box.
 """
@@ -35,7 +35,8 @@ from cockpit.ui.render import Palette
 from cockpit.ui.themes import DEFAULT_THEME, shipped_themes
 
 EventSource = Callable[[], AsyncIterator[FleetEvent]]
-REPAINT_S = 0.25
+REPAINT_S = 1.0
+"""Repaint at most once a second: every box's record in that second lands in one repaint."""
 
 
 class CockpitApp(App[int]):

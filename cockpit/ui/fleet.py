@@ -11,14 +11,16 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input
 
-from cockpit.models.summary import state_text
-from cockpit.ui.render import fleet_cells
+from cockpit.ui.render import fleet_cells, state_cell
 
 if TYPE_CHECKING:
     from cockpit.ui.app import CockpitApp
 
-COLUMNS = ("instance", "platform", "state", "GPU util", "GPU mem", "disk", "inodes",
-           "memory", "queue", "last log", "alerts", "$/h")
+COLUMNS = ("instance", "platform", "state", "GPU", "VRAM", "disk", "inodes",
+           "mem", "queue", "log age", "alerts", "$/h")
+WIDTHS = {"platform": 8, "state": 17, "GPU": 8, "VRAM": 4, "disk": 4, "inodes": 6, "mem": 4,
+          "queue": 16, "log age": 7, "alerts": 6, "$/h": 5}
+"""Fixed widths: re-measuring columns on every update costs more than the whole update."""
 
 
 def _plain(value: Text | str) -> str:
@@ -66,8 +68,9 @@ class FleetScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one("#fleet", DataTable)
+        longest = max([8, *(len(name) for name in self.cockpit.trackers)])
         for column in COLUMNS:
-            table.add_column(column, key=column)
+            table.add_column(column, key=column, width=WIDTHS.get(column, min(longest, 24)))
         for name, tracker in self.cockpit.trackers.items():
             inst = tracker.instance
             price = "" if inst.price_per_hour is None else f"{inst.price_per_hour:.2f}"
@@ -90,7 +93,7 @@ class FleetScreen(Screen[None]):
             if name not in self.cells:  # not mounted yet: on_mount paints every row
                 continue
             tracker = self.cockpit.trackers[name]
-            new: dict[str, Text | str] = {"state": state_text(tracker.state, now)}
+            new: dict[str, Text | str] = {"state": state_cell(tracker.state, palette, now)}
             new.update(fleet_cells(tracker, palette, now))
             row = self.cells[name]
             visible = name in table.rows
@@ -99,7 +102,7 @@ class FleetScreen(Screen[None]):
                     continue
                 row[column] = value
                 if visible:
-                    table.update_cell(name, column, value, update_width=True)
+                    table.update_cell(name, column, value)
 
     # -- filtering -------------------------------------------------------------------------
     def matches(self, name: str) -> bool:

@@ -19,8 +19,8 @@ from cockpit.models.durations import format_duration
 from cockpit.models.hostview import HostTracker
 from cockpit.models.profile import StorageTier
 from cockpit.models.queue import CellState
-from cockpit.models.snapshot import NA, Mount
-from cockpit.models.summary import mean_util, pct, worst
+from cockpit.models.snapshot import NA, HostState, Mount, Reachability
+from cockpit.models.summary import mean_util, pct, state_text, worst
 
 BAR_WIDTH = 12
 
@@ -117,15 +117,23 @@ def fleet_cells(tracker: HostTracker, palette: Palette, now: float) -> dict[str,
     memory = snap.memory.pct
     alerts = tracker.alerts(now)
     return {
-        "GPU util": util_cell,
-        "GPU mem": mem_cell,
+        "GPU": util_cell,
+        "VRAM": mem_cell,
         "disk": styled(pct(disk), palette.fill(disk)),
         "inodes": styled(pct(inodes), palette.fill(inodes)),
-        "memory": styled(pct(memory), palette.fill(memory)),
+        "mem": styled(pct(memory), palette.fill(memory)),
         "queue": tracker.queue_view().summary,
-        "last log": _log_age(tracker),
+        "log age": _log_age(tracker),
         "alerts": styled(str(len(alerts)) if alerts else "-", palette.bad if alerts else palette.muted),
     }
+
+
+def state_cell(state: HostState, palette: Palette, now: float) -> Text:
+    """Connection state, coloured: connected, stale (the run may be fine), or refused."""
+    reach = state.reachability
+    style = palette.ok if reach is Reachability.CONNECTED else (
+        palette.warn if reach in (Reachability.STALE, Reachability.CONNECTING) else palette.bad)
+    return styled(state_text(state, now, short=True), style)
 
 
 def _log_age(tracker: HostTracker) -> str:
