@@ -32,6 +32,7 @@ async def wait_until(pilot: object, check: Callable[[], bool], timeout: float, w
 async def test_fleet_table_shows_three_live_rows(demo: Path, tmp_path: Path) -> None:
     app = CockpitApp(load_sweep(demo / "sweep.yaml"), banners=False,
                      acks=AckStore(tmp_path / "acks.json"))
+    started = time.monotonic()
     async with app.run_test(size=(140, 30)) as pilot:
         table = app.query_one("#fleet", DataTable)
         assert table.row_count == 3
@@ -49,7 +50,9 @@ async def test_fleet_table_shows_three_live_rows(demo: Path, tmp_path: Path) -> 
         await asyncio.sleep(2.5)
         await pilot.pause()
         assert all(app.trackers[n].snapshot.seq > first[n] for n in first), "numbers are live"  # type: ignore[union-attr]
-        assert app.repaints < 3 * 6, "repaints are batched (1/s), not one per record"
+        records = sum(t.snapshot.seq for t in app.trackers.values())  # type: ignore[union-attr]
+        assert app.repaints <= time.monotonic() - started + 1, "at most one repaint a second"
+        assert app.repaints < records, "a burst of records is one repaint"
         await pilot.press("q")
 
 
