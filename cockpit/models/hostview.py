@@ -28,7 +28,7 @@ from cockpit.models.queue import (
     parse_queue_file,
 )
 from cockpit.models.snapshot import NA, HostSnapshot, HostState, Mount, Reachability
-from cockpit.models.summary import worst
+from cockpit.models.summary import worst_disk, worst_inodes
 from cockpit.models.sweep import Instance, moment_epoch
 
 HISTORY_POINTS = 240
@@ -148,6 +148,7 @@ class HostTracker:
         self._splitters: dict[str, LineSplitter] = {}
         self._decoders: dict[str, codecs.IncrementalDecoder] = {}
         self.clocks = running_clocks(instance, profile)
+        self._view: tuple[int, QueueView] | None = None
         self.version = 0
         """Bumped on every absorbed event, so views redraw only what changed."""
 
@@ -210,12 +211,21 @@ class HostTracker:
         return None if isinstance(pids, NA) else bool(pids)
 
     def queue_view(self) -> QueueView:
-        """The queue's cells as of the newest snapshot (remote clock)."""
-        now = time.time()
-        if self.snapshot is not None and not isinstance(self.snapshot.remote_time, NA):
-            now = self.snapshot.remote_time
-        return build_view(self.queue_lines, self.queue_log, self.progress, alive=self.alive,
-                          now=now)
+        """The queue's cells as of the newest snapshot (remote clock).
+
+        Built once per absorbed record: the fleet row, its alerts and the box screen all ask
+        for it on every repaint. Without a remote clock it depends on this machine's clock,
+        so it is rebuilt each time.
+        """
+        snap = self.snapshot
+        if snap is None or isinstance(snap.remote_time, NA):
+            return build_view(self.queue_lines, self.queue_log, self.progress, alive=self.alive,
+                              now=time.time())
+        if self._view is None or self._view[0] != self.version:
+            view = build_view(self.queue_lines, self.queue_log, self.progress, alive=self.alive,
+                              now=snap.remote_time)
+            self._view = (self.version, view)
+        return self._view[1]
 
     def mount_trend(self, mount: Mount) -> MountTrend:
         """Session trend and time-to-full of one mount."""
@@ -246,9 +256,7 @@ class HostTracker:
         out: list[str] = []
         snap = self.snapshot
         if snap is not None:
-            for label, values in (("disk", [m.bytes_pct for m in snap.mounts]),
-                                  ("inodes", [m.inodes_pct for m in snap.mounts])):
-                top = worst(values)
+            for label, top in (("disk", worst_disk(snap)), ("inodes", worst_inodes(snap))):
                 if not isinstance(top, NA) and top >= ALERT_PCT:
                     out.append(f"{label} {top:.0f}%")
             mem = snap.memory.pct

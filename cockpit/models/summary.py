@@ -26,17 +26,6 @@ def state_text(state: HostState, now: float | None = None, short: bool = False) 
     return str(reach.value).replace("-", " ")
 
 
-def gpu_summary(snap: HostSnapshot) -> tuple[str, str]:
-    """Aggregate GPU util and memory over all GPUs of a box."""
-    gpus = snap.gpu.gpus
-    if not gpus:
-        return (snap.gpu.message or snap.gpu.status.value)[:24], ""
-    mems = [g.mem_pct for g in gpus]
-    known = [m for m in mems if not isinstance(m, NA)]
-    util = f"{pct(mean_util(snap))} x{len(gpus)}"
-    return util, pct(sum(known) / len(known)) if known else "n/a"
-
-
 def queue_state(snap: HostSnapshot) -> str:
     """`running`, `no process`, or `n/a` when processes could not be listed."""
     pids = snap.queue.process_pids
@@ -53,6 +42,16 @@ def worst(values: list[float | NA]) -> float | NA:
     """The largest known value, or NA when none is known."""
     known = [v for v in values if not isinstance(v, NA)]
     return max(known) if known else NA("none known")
+
+
+def worst_disk(snap: HostSnapshot) -> float | NA:
+    """The fullest mount of a box, by bytes."""
+    return worst([m.bytes_pct for m in snap.mounts])
+
+
+def worst_inodes(snap: HostSnapshot) -> float | NA:
+    """The fullest mount of a box, by inodes (full inodes with free bytes: U7)."""
+    return worst([m.inodes_pct for m in snap.mounts])
 
 
 def log_age(snap: HostSnapshot) -> str:

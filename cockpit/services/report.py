@@ -8,7 +8,7 @@ from enum import Enum
 from typing import Any
 
 from cockpit.models.snapshot import NA, HostSnapshot, Reachability
-from cockpit.models.summary import mean_util, pct, queue_state, worst
+from cockpit.models.summary import mean_util, pct, queue_state, worst_disk, worst_inodes
 from cockpit.services.fleet import InstanceStatus
 
 
@@ -108,8 +108,8 @@ def status_table(results: list[InstanceStatus]) -> Any:
             state,
             str(len(gpus)) if gpus else snap.gpu.message or snap.gpu.status.value,
             pct(mean_util(snap)),
-            pct(worst([m.bytes_pct for m in snap.mounts])),
-            pct(worst([m.inodes_pct for m in snap.mounts])),
+            pct(worst_disk(snap)),
+            pct(worst_inodes(snap)),
             pct(snap.memory.pct),
             queue_state(snap),
             _iso(snap.observed_at),

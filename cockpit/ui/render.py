@@ -20,7 +20,7 @@ from cockpit.models.hostview import HostTracker
 from cockpit.models.profile import StorageTier
 from cockpit.models.queue import CellState
 from cockpit.models.snapshot import NA, HostState, Mount, Reachability
-from cockpit.models.summary import mean_util, pct, state_text, worst
+from cockpit.models.summary import log_age, mean_util, pct, state_text, worst, worst_disk, worst_inodes
 
 BAR_WIDTH = 12
 
@@ -112,8 +112,8 @@ def fleet_cells(tracker: HostTracker, palette: Palette, now: float) -> dict[str,
     else:
         util_cell = styled((snap.gpu.message or snap.gpu.status.value)[:20], palette.muted)
         mem_cell = ""
-    disk = worst([m.bytes_pct for m in snap.mounts])
-    inodes = worst([m.inodes_pct for m in snap.mounts])
+    disk = worst_disk(snap)
+    inodes = worst_inodes(snap)
     memory = snap.memory.pct
     alerts = tracker.alerts(now)
     return {
@@ -123,7 +123,7 @@ def fleet_cells(tracker: HostTracker, palette: Palette, now: float) -> dict[str,
         "inodes": styled(pct(inodes), palette.fill(inodes)),
         "mem": styled(pct(memory), palette.fill(memory)),
         "queue": tracker.queue_view().summary,
-        "log age": _log_age(tracker),
+        "log age": log_age(snap),
         "alerts": styled(str(len(alerts)) if alerts else "-", palette.bad if alerts else palette.muted),
     }
 
@@ -134,12 +134,6 @@ def state_cell(state: HostState, palette: Palette, now: float) -> Text:
     style = palette.ok if reach is Reachability.CONNECTED else (
         palette.warn if reach in (Reachability.STALE, Reachability.CONNECTING) else palette.bad)
     return styled(state_text(state, now, short=True), style)
-
-
-def _log_age(tracker: HostTracker) -> str:
-    from cockpit.models.summary import log_age
-
-    return log_age(tracker.snapshot) if tracker.snapshot is not None else ""
 
 
 # -- box panels -------------------------------------------------------------------------
