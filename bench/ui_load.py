@@ -143,9 +143,9 @@ def instrumented_app(sweep: Path) -> Any:
             if self.live_wall is None and all(t.snapshot is not None for t in self.trackers.values()):
                 self.live_wall = time.time()
 
-        def repaint(self, everything: bool = False) -> None:
+        def repaint(self) -> None:
             before = self.repaints
-            super().repaint(everything)
+            super().repaint()
             if self.live_wall is not None and self.live_painted_wall is None and self.repaints > before:
                 self.live_painted_wall = time.time()
 

@@ -138,9 +138,9 @@ class CockpitApp(App[int]):
         self.trackers[event.snapshot.instance].absorb(event.snapshot)
         self.dirty.add(event.snapshot.instance)
 
-    def repaint(self, everything: bool = False) -> None:
+    def repaint(self) -> None:
         """Push changed hosts to every live screen: one repaint per burst of events."""
-        names = set(self.trackers) if everything else self.dirty
+        names = self.dirty
         if not names:
             return
         self.dirty = set()
@@ -154,12 +154,9 @@ class CockpitApp(App[int]):
         self.palette = Palette.from_variables(self.theme_variables)
         for screen in self.screen_stack:
             if isinstance(screen, FleetScreen):
-                screen.cells = {name: {**row, **{c: "" for c in row if c not in _FIXED}}
-                                for name, row in screen.cells.items()}
-            if isinstance(screen, BoxScreen):
-                screen.seen_version = -1
-                screen.seen_failures = -1
-        self.repaint(everything=True)
+                screen.refresh_hosts(set(self.trackers))  # new colours differ: cells update
+            if isinstance(screen, BoxScreen) and screen.is_mounted:
+                screen.redraw(force=True)
 
     def set_theme(self, name: str) -> None:
         """Switch theme at run time."""
@@ -267,9 +264,6 @@ class CockpitApp(App[int]):
             return
         self.run_worker(self.fleet.reconnect(name), group="reconnect", exit_on_error=False)
         self.notify(f"{name}: reconnecting", timeout=2)
-
-
-_FIXED = ("instance", "platform", "$/h")
 
 
 def run_app(loaded: LoadedSweep, theme: str | None = None) -> int:

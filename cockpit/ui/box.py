@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Label, Sparkline, 
 from cockpit.models.failures import FailureEvent
 from cockpit.models.hostview import HostTracker
 from cockpit.models.summary import state_text
-from cockpit.ui.fleet import same
+from cockpit.ui.fleet import upsert_row
 from cockpit.ui.render import cell_row, clock_time, disk_panel, gpu_panel, queue_header
 
 if TYPE_CHECKING:
@@ -134,13 +134,7 @@ class BoxScreen(Screen[None]):
         for cell in self.tracker.queue_view().cells:
             row = cell_row(cell.index, cell.name, cell.state, cell.state_text, cell.epoch,
                            cell.epochs, cell.elapsed_s, cell.eta_s, palette)
-            key = f"{cell.index}:{cell.name}"
-            if key not in table.rows:
-                table.add_row(*row, key=key)
-                continue
-            for column, value in zip(QUEUE_COLUMNS, row, strict=True):
-                if not same(table.get_cell(key, column), value):
-                    table.update_cell(key, column, value, update_width=True)
+            upsert_row(table, f"{cell.index}:{cell.name}", QUEUE_COLUMNS, row)
 
     def _failure_rows(self, force: bool) -> None:
         log = self.tracker.failures
@@ -154,16 +148,10 @@ class BoxScreen(Screen[None]):
         for stale in [k for k in table.rows if k.value not in keys]:
             table.remove_row(stale)
         for event in shown:
-            key = self._event_key(event)
             row: tuple[Text | str, ...] = (
                 clock_time(event.last_at), Text(event.klass, style=palette.bad), event.cell,
                 f"x{event.count}", event.message[:80])
-            if key not in table.rows:
-                table.add_row(*row, key=key)
-                continue
-            for column, value in zip(FAILURE_COLUMNS, row, strict=True):
-                if not same(table.get_cell(key, column), value):
-                    table.update_cell(key, column, value, update_width=True)
+            upsert_row(table, self._event_key(event), FAILURE_COLUMNS, row)
         if not log.events:
             self.query_one("#failure-detail", Static).update(
                 Text("no failures seen in this session", style=palette.muted))

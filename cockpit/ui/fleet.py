@@ -34,6 +34,17 @@ def same(a: Text | str | None, b: Text | str) -> bool:
     return type(a) is type(b) and a == b
 
 
+def upsert_row(table: DataTable[Any], key: str, columns: tuple[str, ...],
+               row: tuple[Text | str, ...]) -> None:
+    """Add the row, or update only those of its cells whose text or colour changed."""
+    if key not in table.rows:
+        table.add_row(*row, key=key)
+        return
+    for column, value in zip(columns, row, strict=True):
+        if not same(table.get_cell(key, column), value):
+            table.update_cell(key, column, value, update_width=True)
+
+
 class FleetScreen(Screen[None]):
     """Home screen: the whole sweep at a glance."""
 
