@@ -4,32 +4,19 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cockpit.demo.server import READY
+from cockpit.demo.server import start_serving
 
 DEMO_TIMEOUT = 60
 
 
 def start_demo(root: Path) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "cockpit", "demo", "--serve", str(root)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + DEMO_TIMEOUT
-    while not (root / READY).exists():
-        if proc.poll() is not None:
-            raise AssertionError(f"demo exited early: {proc.stdout.read() if proc.stdout else ''!r}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError("demo fleet did not come up")
-        time.sleep(0.1)
-    return proc
+    """The demo fleet serving from `root` (the product's own spawn-and-wait-for-READY)."""
+    return start_serving(root, subprocess.PIPE, timeout=DEMO_TIMEOUT)
 
 
 def marked_processes(root: Path) -> list[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -196,23 +197,23 @@ async def test_theme_switch_recolours_cells(tmp_path: Path) -> None:
         assert app.theme == "cockpit-contrast"
 
 
+async def run_command(pilot: Any, text: str) -> None:
+    """Open the command palette, type `text`, run the best hit."""
+    await pilot.press("ctrl+p")
+    await pilot.pause(0.2)
+    await pilot.press(*text)
+    await pilot.pause(0.5)
+    await pilot.press("enter")
+    await pilot.pause(0.3)
+
+
 async def test_command_palette_switches_theme_and_opens_a_box(tmp_path: Path) -> None:
     app = make_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
-        await pilot.press(*"theme: cockpit-contrast")
-        await pilot.pause(0.5)
-        await pilot.press("enter")
-        await pilot.pause(0.3)
+        await run_command(pilot, "theme: cockpit-contrast")
         assert app.theme == "cockpit-contrast"
-        await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
-        await pilot.press(*"host: open r1")
-        await pilot.pause(0.5)
-        await pilot.press("enter")
-        await pilot.pause(0.3)
+        await run_command(pilot, "host: open r1")
         assert isinstance(app.screen, BoxScreen) and app.screen.instance == "r1"
 
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import asyncssh
 
@@ -350,6 +350,28 @@ async def serve(root: Path) -> None:
         await fleet.stop()
 
 
+def start_serving(root: Path, stdout: IO[bytes] | int, timeout: float = 60.0) -> subprocess.Popen[bytes]:
+    """Spawn `cockpit demo --serve ROOT` and return once it has written ROOT/READY.
+
+    If it exits or is not ready within `timeout`, it is stopped and RuntimeError raised
+    (with its output when `stdout` is a pipe; otherwise the output is wherever it went).
+    """
+    child = subprocess.Popen(
+        [sys.executable, "-m", "cockpit", "demo", "--serve", str(root)],
+        stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + timeout
+    while not (root / READY).exists():
+        if child.poll() is not None or time.monotonic() > deadline:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+            output = child.stdout.read().decode(errors="replace") if child.stdout else ""
+            raise RuntimeError("the demo fleet did not start" + (f":\n{output}" if output else ""))
+        time.sleep(0.1)
+    return child
+
+
 @contextlib.contextmanager
 def serving_in_child(root: Path, log_path: Path) -> Iterator[Path]:
     """Serve the demo fleet from `root` in a child process; yields the sweep file.
@@ -358,18 +380,12 @@ def serving_in_child(root: Path, log_path: Path) -> Iterator[Path]:
     Raises RuntimeError with the child's output if the fleet does not come up in 60 s.
     """
     with open(log_path, "wb") as log:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "cockpit", "demo", "--serve", str(root)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )
         try:
-            deadline = time.monotonic() + 60
-            while not (root / READY).exists():
-                if child.poll() is not None or time.monotonic() > deadline:
-                    log.flush()
-                    raise RuntimeError("the demo fleet did not start:\n"
-                                       + log_path.read_text(errors="replace"))
-                time.sleep(0.1)
+            child = start_serving(root, log)
+        except RuntimeError as exc:
+            log.flush()
+            raise RuntimeError(f"{exc}:\n{log_path.read_text(errors='replace')}") from None
+        try:
             yield root / "sweep.yaml"
         finally:
             if child.poll() is None:
