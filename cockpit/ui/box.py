@@ -132,8 +132,7 @@ class BoxScreen(Screen[None]):
         table = self.query_one("#queue-table", DataTable)
         palette = self.cockpit.palette
         for cell in self.tracker.queue_view().cells:
-            row = cell_row(cell.index, cell.name, cell.state, cell.state_text, cell.epoch,
-                           cell.epochs, cell.elapsed_s, cell.eta_s, palette)
+            row = cell_row(cell, palette)
             upsert_row(table, f"{cell.index}:{cell.name}", QUEUE_COLUMNS, row)
 
     def _failure_rows(self, force: bool) -> None:

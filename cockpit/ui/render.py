@@ -8,7 +8,7 @@ colours thresholds its own way.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rich.console import Group, RenderableType
@@ -18,7 +18,7 @@ from rich.text import Text
 from cockpit.models.durations import format_duration
 from cockpit.models.hostview import HostTracker
 from cockpit.models.profile import StorageTier
-from cockpit.models.queue import CellState
+from cockpit.models.queue import CellState, CellView
 from cockpit.models.snapshot import NA, HostState, Mount, Reachability
 from cockpit.models.summary import log_age, mean_util, pct, state_text, worst, worst_disk, worst_inodes
 
@@ -239,8 +239,7 @@ def disk_panel(tracker: HostTracker, palette: Palette) -> RenderableType:
     return Group(*parts)
 
 
-def _trend(delta: float | None, full_s: float | None, fmt: object) -> str:
-    assert callable(fmt)
+def _trend(delta: float | None, full_s: float | None, fmt: Callable[[float], str]) -> str:
     out = ""
     if delta is not None:
         out += f" {'+' if delta >= 0 else ''}{fmt(delta)}/session"
@@ -270,17 +269,15 @@ def queue_header(tracker: HostTracker, palette: Palette) -> Text:
     return out
 
 
-def cell_row(cell_index: int, name: str, state: CellState, state_text: str, epoch: int,
-             epochs: int, elapsed: float | None, eta: float | None,
-             palette: Palette) -> tuple[Text | str, ...]:
+def cell_row(cell: CellView, palette: Palette) -> tuple[Text | str, ...]:
     """One queue-table row."""
     style = {CellState.OK: palette.ok, CellState.FAILED: palette.bad,
              CellState.INTERRUPTED: palette.warn, CellState.RUNNING: palette.warn,
-             CellState.PENDING: palette.muted}[state]
-    return (str(cell_index), name, styled(state_text, style),
-            f"{epoch}/{epochs}" if epoch else f"-/{epochs}",
-            format_duration(elapsed) if elapsed is not None else "",
-            format_duration(eta) if eta is not None else "")
+             CellState.PENDING: palette.muted}[cell.state]
+    return (str(cell.index), cell.name, styled(cell.state_text, style),
+            f"{cell.epoch}/{cell.epochs}" if cell.epoch else f"-/{cell.epochs}",
+            format_duration(cell.elapsed_s) if cell.elapsed_s is not None else "",
+            format_duration(cell.eta_s) if cell.eta_s is not None else "")
 
 
 def clock_time(at: float) -> str:
