@@ -196,16 +196,18 @@ def _cmd_screenshots(args: argparse.Namespace) -> int:
 
 
 def _cmd_attach(args: argparse.Namespace) -> int:
+    from cockpit.services.rulebook import load_rulebook
     from cockpit.services.sweepfile import load_sweep
     from cockpit.services.yamlfile import ConfigError
 
     try:
         loaded = load_sweep(args.sweep)
+        rulebook = load_rulebook()
     except ConfigError as exc:
         return _print_config_error(exc)
     from cockpit.ui.app import run_app
 
-    return run_app(loaded, theme=args.theme)
+    return run_app(loaded, theme=args.theme, rulebook=rulebook)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,33 +1,56 @@
-"""cockpit.models.failures: line signatures, de-duplicated events and exit-code events."""
+"""cockpit.models.failures: findings collapse per cell, exit codes join or name the cause."""
 
 from __future__ import annotations
 
 import pytest
 
-from cockpit.models.failures import EXIT_REMEDIATION, RULES, FailureLog, classify_line
+from cockpit.models.classify import Finding, LogClassifier
+from cockpit.models.failures import UNCLASSIFIED, FailureLog
+from cockpit.services.rulebook import load_rulebook
+
+RULEBOOK = load_rulebook(user=False)
+
+
+def match(line: str) -> str | None:
+    rule = RULEBOOK.match_line(line.encode())
+    return None if rule is None else rule.id
+
+
+def findings(text: str) -> list[Finding]:
+    classifier = LogClassifier(RULEBOOK)
+    return classifier.feed(text.encode()) + classifier.finish()
 
 
 @pytest.mark.parametrize(("line", "rule_id", "klass"), [
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "U10", "cuda-oom"),
-    ("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 23.65 GiB total)",
-     "U10", "cuda-oom"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "M2", "real-bug"),
+    ("RuntimeError: CUDA error: out of memory", "U10", "real-bug"),
     ("OSError: [Errno 28] No space left on device", "U7", "disk-full"),
     ("RuntimeError: [enforce fail at inline_container.cc:595] . unexpected pos 12 vs 0: "
-     "iostream error", "U7", "disk-full"),
-    ("Epoch 3/20 | step 40 | loss is nan", "O13", "nan-loss"),
-    ("step 12 loss: NaN", "O13", "nan-loss"),
-    ("loss=inf at step 7", "O13", "nan-loss"),
-    ("!! DURABLE SYNC FAILED for x — check 'df -i /root/autodl-fs'. The data-disk copy is "
-     "source-of-truth.", "S1", "sync-failed"),
-    ("!! DURABLE SYNC BLOCKED for det_baseline — best.pth or best_metrics.json is missing.",
-     "S1", "sync-failed"),
+     "iostream error", "U6", "disk-full"),
+    ("Epoch 3/20 | step 40 | loss is nan", "O13", "real-bug"),
+    ("step 12 loss: NaN", "O13", "real-bug"),
+    ("loss=inf at step 7", "O13", "real-bug"),
+    ("Epoch 3 | train_loss=nan | lr 1e-4", "O13", "real-bug"),
+    ("step 200 val_loss: nan", "O13", "real-bug"),
+    ("!! DURABLE SYNC FAILED for x — check 'df -i /root/autodl-fs'.", "U33", "ops"),
+    ("!! DURABLE SYNC BLOCKED for det_baseline — best.pth is missing.", "U33", "ops"),
     ("Killed", "U9", "host-oom"),
+    ("run_one.sh: line 12:  4242 Killed                  python train.py", "U9", "host-oom"),
     ("ERROR: DataLoader worker (pid 4242) is killed by signal: Killed.", "U9", "host-oom"),
     ("Out of memory: Killed process 4242 (python) total-vm:1234kB", "U9", "host-oom"),
+    ("RuntimeError: DataLoader worker (pid 4321) is killed by signal: Bus error. It is possible "
+     "that dataloader's workers are out of shared memory.", "DP15", "environment"),
+    ("NVRM: Xid (PCI:0000:3b:00): 79, pid=2211, GPU has fallen off the bus.", "U22", "hardware"),
+    ("NVRM: Xid (PCI:0000:3b:00): 13, pid=2211, Graphics SM Warp Exception", "XID", "ops"),
+    ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4242.batch.", "SLURM4", "host-oom"),
+    ("slurmstepd: error: *** JOB 4242 ON node07 CANCELLED AT 2026-11-20T03:12:44 DUE TO TIME "
+     "LIMIT ***", "SLURM-TIMEOUT", "ops"),
+    ("slurmstepd: error: *** JOB 4242 ON node07 CANCELLED AT 2026-11-20T03:12:44 ***",
+     "SLURM-CANCELLED", "ops"),
 ])
-def test_classify_line_matches_real_lines(line: str, rule_id: str, klass: str) -> None:
-    rule = classify_line(line)
-    assert rule is not None
+def test_real_lines_get_their_rule_and_class(line: str, rule_id: str, klass: str) -> None:
+    rule = RULEBOOK.match_line(line.encode())
+    assert rule is not None, line
     assert (rule.id, rule.klass) == (rule_id, klass)
     assert rule.remediation
 
@@ -35,128 +58,87 @@ def test_classify_line_matches_real_lines(line: str, rule_id: str, klass: str) -
 @pytest.mark.parametrize("line", [
     "Epoch 3/20 | step 40 | loss 0.4312",
     "loss: 0.4312 (best inf so far)",
+    "val_error=0.12 train_error=0.2 error_rate=0.01 mean_abs_error=0.3",
     "Saved new best checkpoint",
     "nano",
     "loss is nanoscale",  # a word that starts with nan is not NaN
     "Processes Killed: 0",
     "killed 3 stale workers",
     "[10:00:09] synced baseline to durable storage (/root/autodl-fs/baseline)",
+    "/usr/lib/python3/dist-packages/torch/cuda/memory.py:12: UserWarning: CUDA out of memory "
+    "reported by a handled probe",
+    "KeyError: 'label'",  # an exception line outside a traceback is just text
     "",
 ])
-def test_classify_line_leaves_ordinary_lines_alone(line: str) -> None:
-    assert classify_line(line) is None
+def test_ordinary_lines_and_handled_warnings_are_no_failure(line: str) -> None:
+    assert match(line) is None
+    assert findings(line + "\n") == []
 
 
-def test_classify_line_first_rule_wins() -> None:
-    # A line with two signatures gets the first rule in RULES' order (cuda-oom before disk-full).
-    rule = classify_line("CUDA out of memory while writing: No space left on device")
-    assert rule is not None and rule.klass == "cuda-oom"
-    assert [r.klass for r in RULES].index("cuda-oom") < [r.klass for r in RULES].index("disk-full")
-
-
-def test_rule_ids_and_classes_are_unique() -> None:
-    assert len({r.id for r in RULES}) == len(RULES)
-    assert len({r.klass for r in RULES}) == len(RULES)
-
-
-def test_add_deduplicates_by_class_and_cell_and_counts_repeats() -> None:
+def test_a_finding_and_its_repeats_collapse_with_a_count() -> None:
     log = FailureLog()
-    first = log.add("cuda-oom", "baseline", 100.0, "first message", "fix it", "U10")
-    assert log.version == 1
-    again = log.add("cuda-oom", "baseline", 160.0, "second message", "fix it", "U10")
-    assert again is first
-    assert (first.count, first.first_at, first.last_at) == (2, 100.0, 160.0)
-    assert first.message == "second message"
-    assert log.version == 2
-    # An older repeat (arrived late) does not move last_at backwards.
-    log.add("cuda-oom", "baseline", 50.0, "late", "fix it", "U10")
-    assert (first.count, first.first_at, first.last_at) == (3, 100.0, 160.0)
-    # Another cell, or another class, is another event.
-    log.add("cuda-oom", "det_baseline", 200.0, "m", "r", "U10")
-    log.add("disk-full", "baseline", 210.0, "m", "r", "U7")
-    assert [(e.klass, e.cell, e.count) for e in log.events] == [
-        ("cuda-oom", "baseline", 3), ("cuda-oom", "det_baseline", 1), ("disk-full", "baseline", 1)]
-    assert log.version == 5
+    first, again = findings("CUDA error: out of memory\nx\nCUDA error: out of memory\n")
+    event = log.add("baseline", first, 100.0)
+    assert log.add("baseline", again, 160.0) is event
+    assert (event.count, event.first_at, event.last_at, event.line_no) == (2, 100.0, 160.0, 3)
+    log.add("baseline", first, 50.0)  # a late repeat does not move last_at backwards
+    assert (event.count, event.last_at) == (3, 160.0)
+    log.add("det_baseline", first, 200.0)  # another cell is another event
+    assert [(e.rule_id, e.cell, e.count) for e in log.events] == [
+        ("U10", "baseline", 3), ("U10", "det_baseline", 1)]
+    assert log.version == 4
 
 
-def test_scan_classifies_each_line_and_trims_the_message() -> None:
+@pytest.mark.parametrize(("rc", "rule_id", "klass"), [
+    (1, "", UNCLASSIFIED), (137, "U9", "host-oom"), (2, "U33", "ops"), (3, "U6-gate", "disk-full"),
+    (-9, "", UNCLASSIFIED), (127, "AD2", "environment"), (130, "INT", "ops")])
+def test_a_bare_non_zero_exit_is_named_by_its_code(rc: int, rule_id: str, klass: str) -> None:
     log = FailureLog()
-    long_tail = "x" * 500
-    log.scan("baseline", [
-        "Epoch 1/6 | step 10 | loss 0.9",
-        "  torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB " + long_tail,
-        "Saved new best checkpoint",
-        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB",
-        "OSError: [Errno 28] No space left on device",
-    ], 1000.0)
-    oom, disk = log.events
-    assert (oom.klass, oom.cell, oom.count, oom.rule_id) == ("cuda-oom", "baseline", 2, "U10")
-    assert oom.message == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB"
-    assert (disk.klass, disk.rule_id) == ("disk-full", "U7")
-    assert log.version == 3
-    log2 = FailureLog()
-    log2.scan("c", ["  torch.OutOfMemoryError: " + long_tail], 0.0)
-    assert len(log2.events[0].message) == 200
-    assert log2.events[0].message.startswith("torch.OutOfMemoryError")
-
-
-def test_scan_of_clean_lines_changes_nothing() -> None:
-    log = FailureLog()
-    log.scan("baseline", ["Epoch 1/6 | loss 0.4312", "Training completed"], 0.0)
-    assert log.events == []
-    assert log.version == 0
-
-
-@pytest.mark.parametrize(("rc", "klass"), [(1, "cell-failed"), (137, "host-oom"), (2, "sync-failed"),
-                                           (-9, "cell-failed"), (255, "cell-failed")])
-def test_cell_finished_non_zero_exit_is_an_event(rc: int, klass: str) -> None:
-    log = FailureLog()
-    log.cell_finished("det_baseline", rc, 42.0)
+    log.cell_finished("det_baseline", rc, 42.0, RULEBOOK)
     (event,) = log.events
-    assert (event.klass, event.cell, event.first_at, event.last_at) == (klass, "det_baseline", 42.0, 42.0)
+    assert (event.klass, event.rule_id, event.cell, event.exit_code) == (
+        klass, rule_id, "det_baseline", rc)
     assert event.message == f"det_baseline exited {rc}"
-    assert event.rule_id == ""
-    if rc in EXIT_REMEDIATION:
-        assert event.remediation == EXIT_REMEDIATION[rc][1]
-    else:
+    if not rule_id:
         assert "det_baseline.log" in event.remediation
 
 
-def test_cell_finished_exit_zero_is_nothing() -> None:
+def test_exit_zero_is_nothing() -> None:
     log = FailureLog()
-    log.cell_finished("baseline", 0, 1.0)
-    assert log.events == []
-    assert log.version == 0
+    log.cell_finished("baseline", 0, 1.0, RULEBOOK)
+    assert (log.events, log.version) == ([], 0)
+
+
+def test_the_log_cause_and_the_exit_code_are_one_event_in_either_order() -> None:
+    (oom,) = findings("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n")
+    log = FailureLog()  # the cause first, then FINISHED exit=1
+    log.add("a", oom, 10.0)
+    log.cell_finished("a", 1, 11.0, RULEBOOK)
+    (event,) = log.events
+    assert (event.rule_id, event.exit_code) == ("M2", 1)
+    late = FailureLog()  # FINISHED first (the run log was read a tick later)
+    late.cell_finished("a", 1, 11.0, RULEBOOK)
+    late.add("a", oom, 12.0)
+    (event,) = late.events
+    assert (event.rule_id, event.exit_code, event.count) == ("M2", 1, 1)
 
 
 def test_exit_137_joins_a_killed_line_of_the_same_cell() -> None:
     log = FailureLog()
-    log.scan("baseline", ["Killed"], 10.0)
-    log.cell_finished("baseline", 137, 11.0)
+    log.add("baseline", findings("Killed\n")[0], 10.0)
+    log.cell_finished("baseline", 137, 11.0, RULEBOOK)
     (event,) = log.events
-    assert (event.klass, event.count, event.last_at) == ("host-oom", 2, 11.0)
+    assert (event.rule_id, event.count, event.exit_code) == ("U9", 1, 137)
 
 
-def test_matching_is_case_insensitive_over_class_cell_and_message() -> None:
+def test_matching_is_case_insensitive_over_rule_class_cell_and_message() -> None:
     log = FailureLog()
-    log.add("cuda-oom", "baseline", 1.0, "torch.OutOfMemoryError: CUDA out of memory", "r")
-    log.add("disk-full", "Det_Aug", 2.0, "OSError: [Errno 28] No space left on device", "r")
-    log.add("cell-failed", "aug_strong", 3.0, "aug_strong exited 1", "r")
-    assert [e.cell for e in log.matching("CUDA-OOM")] == ["baseline"]
-    assert [e.cell for e in log.matching("det_aug")] == ["Det_Aug"]
+    log.add("baseline", findings("torch.OutOfMemoryError: CUDA out of memory\n")[0], 1.0)
+    log.add("Det_Aug", findings("OSError: [Errno 28] No space left on device\n")[0], 2.0)
+    log.cell_finished("aug_strong", 1, 3.0, RULEBOOK)
+    assert [e.cell for e in log.matching("REAL-BUG")] == ["baseline"]
+    assert [e.cell for e in log.matching("u7")] == ["Det_Aug"]
     assert [e.cell for e in log.matching("errno 28")] == ["Det_Aug"]
-    assert [e.cell for e in log.matching("FAIL")] == ["aug_strong"]
-    assert [e.cell for e in log.matching("a")] == ["baseline", "Det_Aug", "aug_strong"]
+    assert [e.cell for e in log.matching("unclass")] == ["aug_strong"]
     assert log.matching("") == log.events
     assert log.matching("nothing like it") == []
-
-
-@pytest.mark.parametrize("line", [
-    "Epoch 3 | train_loss=nan | lr 1e-4",
-    "step 200 val_loss: nan",
-    "run_one.sh: line 12:  4242 Killed                  python train.py",
-])
-def test_common_nan_and_bash_kill_spellings_are_classified(line: str) -> None:
-    rule = classify_line(line)
-    assert rule is not None, line
-    assert rule.klass == ("host-oom" if "Killed" in line else "nan-loss")

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from cockpit.models.durations import parse_duration
+from cockpit.models.health import PRESSURE_PCT
 from cockpit.models.hostview import (
-    ALERT_PCT,
     ClockCountdown,
     HostTracker,
     Series,
@@ -32,6 +32,9 @@ from cockpit.models.snapshot import (
 )
 from cockpit.models.sweep import Instance, moment_epoch
 from cockpit.services.profiles import load_named
+from cockpit.services.rulebook import load_rulebook
+
+RULEBOOK = load_rulebook(user=False)
 
 DAY = 86400.0
 OFFSET = 28800.0  # the box's clock runs at +0800
@@ -286,7 +289,7 @@ def two_snapshots() -> tuple[HostSnapshot, HostSnapshot]:
 
 
 def test_tracker_follows_the_queue_across_snapshots(profile: Profile) -> None:
-    tracker = HostTracker(instance(), profile)
+    tracker = HostTracker(instance(), profile, RULEBOOK)
     first, second = two_snapshots()
 
     tracker.absorb(first)
@@ -320,14 +323,12 @@ def test_tracker_follows_the_queue_across_snapshots(profile: Profile) -> None:
     assert run.elapsed_s == 240.0
     assert run.eta_s == pytest.approx(8 * 120.0)
 
-    events = {(e.klass, e.cell): e for e in tracker.failures.events}
-    assert set(events) == {("cuda-oom", "det_baseline"), ("cell-failed", "det_baseline")}
-    oom = events[("cuda-oom", "det_baseline")]
-    assert oom.rule_id == "U10"
+    # The OOM in det_baseline's own log and its FINISHED exit=1 are one event: the cause.
+    (oom,) = tracker.failures.events
+    assert (oom.rule_id, oom.klass, oom.cell, oom.exit_code) == ("M2", "real-bug", "det_baseline", 1)
     assert oom.message == "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     assert oom.first_at == 2.0  # when the cockpit saw it
-    assert events[("cell-failed", "det_baseline")].first_at == remote("10:16:00")  # the log's stamp
-    assert all(e.count == 1 for e in tracker.failures.events)
+    assert oom.count == 1
 
 
 def test_tracker_reports_a_finish_in_both_marks_and_tail_once(profile: Profile) -> None:
@@ -337,12 +338,13 @@ def test_tracker_reports_a_finish_in_both_marks_and_tail_once(profile: Profile) 
         f"{ts('10:00:09')} [1/2] FINISHED baseline (exit=3)",
         f"{ts('10:00:09')} [2/2] STARTING det_baseline (detection, 6ep)",
     ]
-    tracker = HostTracker(instance(), profile)
+    tracker = HostTracker(instance(), profile, RULEBOOK)
     tracker.absorb(snapshot(queue_text="baseline.yaml r 6\ndet_baseline.yaml d 6\n",
                             marks="\n".join(lines) + "\n",
                             chunks=(chunk(MASTER, "\n".join(lines[1:]) + "\n", reset=True),)))
     (event,) = tracker.failures.events
-    assert (event.klass, event.cell, event.count) == ("cell-failed", "baseline", 1)
+    assert (event.rule_id, event.klass, event.cell, event.count) == (
+        "U6-gate", "disk-full", "baseline", 1)
     # The same lines again later (a rotation re-read) still add nothing.
     tracker.absorb(snapshot(chunks=(chunk(MASTER, "\n".join(lines) + "\n", reset=True),)))
     assert tracker.failures.events[0].count == 1
@@ -350,7 +352,7 @@ def test_tracker_reports_a_finish_in_both_marks_and_tail_once(profile: Profile) 
 
 
 def test_tracker_queue_text_is_kept_until_it_changes(profile: Profile) -> None:
-    tracker = HostTracker(instance(), profile)
+    tracker = HostTracker(instance(), profile, RULEBOOK)
     tracker.absorb(snapshot(queue_text="a.yaml t 3\nb.yaml t 3\n"))
     tracker.absorb(snapshot())  # unchanged queue file: not resent
     assert [c.name for c in tracker.queue_lines] == ["a", "b"]
@@ -360,7 +362,7 @@ def test_tracker_queue_text_is_kept_until_it_changes(profile: Profile) -> None:
 
 def test_tracker_alive_and_interrupted(profile: Profile) -> None:
     marks = (f"{ts('10:00:00')} [1/2] STARTING a (t, 3ep)\n")
-    tracker = HostTracker(instance(), profile)
+    tracker = HostTracker(instance(), profile, RULEBOOK)
     assert tracker.alive is None
     tracker.absorb(snapshot(queue_text="a.yaml t 3\nb.yaml t 3\n", marks=marks, pids=NA("no ps"),
                             remote_time=remote("10:01:00")))
@@ -377,18 +379,19 @@ def test_tracker_alive_and_interrupted(profile: Profile) -> None:
 
 
 def test_tracker_run_log_failures_go_to_their_own_cell(profile: Profile) -> None:
-    tracker = HostTracker(instance(), profile)
+    tracker = HostTracker(instance(), profile, RULEBOOK)
     tracker.absorb(snapshot(observed_at=5.0, chunks=(
         chunk(f"{LOGS}/det_aug.log", "OSError: [Errno 28] No space left on device\n"),
         chunk(f"{LOGS}/baseline.log", "Epoch 3/20 | step 40 | loss is nan\nKilled\n"),
     )))
-    assert [(e.klass, e.cell) for e in tracker.failures.events] == [
-        ("disk-full", "det_aug"), ("nan-loss", "baseline"), ("host-oom", "baseline")]
+    assert [(e.rule_id, e.klass, e.cell) for e in tracker.failures.events] == [
+        ("U7", "disk-full", "det_aug"), ("O13", "real-bug", "baseline"),
+        ("U9", "host-oom", "baseline")]
     assert tracker.progress["baseline"].epoch == 3
 
 
 def test_tracker_log_reset_drops_a_stale_partial_line(profile: Profile) -> None:
-    tracker = HostTracker(instance(), profile)
+    tracker = HostTracker(instance(), profile, RULEBOOK)
     path = f"{LOGS}/a.log"
     tracker.absorb(snapshot(chunks=(chunk(path, "Epoch 1/5\nEpoch 2/5 | torch.OutOfMem"),)))
     # The file was replaced: the held "Epoch 2/5 | torch.OutOfMem" must not join the new text.
@@ -398,7 +401,7 @@ def test_tracker_log_reset_drops_a_stale_partial_line(profile: Profile) -> None:
 
 
 def test_tracker_keeps_a_utf8_character_split_between_chunks(profile: Profile) -> None:
-    tracker = HostTracker(instance(), profile)
+    tracker = HostTracker(instance(), profile, RULEBOOK)
     line = "torch.OutOfMemoryError: CUDA out of memory (显存不足)\n".encode()
     cut = line.index("存".encode()) + 1  # inside the 3-byte character
     path = f"{LOGS}/a.log"
@@ -412,19 +415,22 @@ def test_tracker_keeps_a_utf8_character_split_between_chunks(profile: Profile) -
 
 
 def test_alerts_for_disk_inodes_memory_and_oom_kills(profile: Profile) -> None:
-    tracker = HostTracker(instance(clocks_started={}), profile)
+    tracker = HostTracker(instance(clocks_started={}), profile, RULEBOOK)
     assert tracker.alerts(now=0.0) == []
     tracker.absorb(snapshot(
         mounts=(mount("/", used=95, avail=5), mount("/root/autodl-tmp", iused=92, iavail=8)),
         memory=Memory("cgroup-v2", 91, 100, 2),
         pids=(),
     ))
-    assert tracker.alerts(now=0.0) == ["disk 95%", "inodes 92%", "memory 91%", "oom_kill 2"]
+    # Two OOM kills from before this session are history, not news.
+    assert tracker.alerts(now=0.0) == ["disk 95% /", "inodes 92% /root/autodl-tmp", "memory 91%"]
+    tracker.absorb(snapshot(mounts=(), memory=Memory("cgroup-v2", 50, 100, 3), pids=()))
+    assert tracker.alerts(now=0.0) == ["oom_kill +1"]
 
 
 def test_no_alerts_just_below_the_threshold(profile: Profile) -> None:
-    tracker = HostTracker(instance(clocks_started={}), profile)
-    below = int(ALERT_PCT) - 1
+    tracker = HostTracker(instance(clocks_started={}), profile, RULEBOOK)
+    below = int(PRESSURE_PCT) - 1
     tracker.absorb(snapshot(
         mounts=(mount(used=below, avail=100 - below, iused=below, iavail=100 - below),
                 missing_mount("/nope")),
@@ -433,17 +439,18 @@ def test_no_alerts_just_below_the_threshold(profile: Profile) -> None:
     ))
     assert tracker.alerts(now=0.0) == []
     tracker.absorb(snapshot(mounts=(mount(used=90, avail=10),), pids=()))
-    assert tracker.alerts(now=0.0) == ["disk 90%"]
+    assert tracker.alerts(now=0.0) == ["disk 90% /root/autodl-tmp"]
 
 
 def test_alerts_name_failed_cells_and_running_clocks(profile: Profile) -> None:
-    tracker = HostTracker(instance(), profile)
+    tracker = HostTracker(instance(), profile, RULEBOOK)
     first, second = two_snapshots()
     tracker.absorb(first)
     tracker.absorb(second)
     start = moment_epoch(CLOCK_START)
-    assert tracker.alerts(now=start + 9 * DAY) == ["1 failed", "auto_release 6d left"]
-    assert tracker.alerts(now=start + 16 * DAY) == ["1 failed", "auto_release EXPIRED 1d ago"]
+    failed = "det_baseline failed: CUDA out of memory (PyTorch allocator)"
+    assert tracker.alerts(now=start + 9 * DAY) == [failed, "auto_release 6d left"]
+    assert tracker.alerts(now=start + 16 * DAY) == [failed, "auto_release EXPIRED 1d ago"]
 
 
 def stall_snapshot(*, pids: tuple[int, ...] | NA, quiet_s: float, ckpt_quiet_s: float | None = None,
@@ -458,43 +465,54 @@ def stall_snapshot(*, pids: tuple[int, ...] | NA, quiet_s: float, ckpt_quiet_s: 
     )
 
 
+def stall(tracker: HostTracker) -> str | None:
+    found = [j for j in tracker.judgements(now=0.0) if j.kind in ("stalled", "buffered-log")]
+    assert len(found) <= 1
+    return f"{found[0].kind} {found[0].text}" if found else None
+
+
 def test_stall_when_alive_and_silent_longer_than_stall_after(profile: Profile) -> None:
-    tracker = HostTracker(instance(clocks_started={}), profile)
+    tracker = HostTracker(instance(clocks_started={}), profile, RULEBOOK)
     tracker.absorb(stall_snapshot(pids=(1,), quiet_s=3000.0))
-    assert tracker.stalled_for() == 3000.0
+    assert stall(tracker) == "stalled stalled 50m"
     assert tracker.alerts(now=0.0) == ["stalled 50m"]
 
 
 def test_no_stall_below_stall_after_or_when_a_checkpoint_is_fresh(profile: Profile) -> None:
-    tracker = HostTracker(instance(clocks_started={}), profile)
+    tracker = HostTracker(instance(clocks_started={}), profile, RULEBOOK)
     tracker.absorb(stall_snapshot(pids=(1,), quiet_s=1700.0))
-    assert tracker.stalled_for() is None
+    assert stall(tracker) is None
+    # U43: the log froze (block-buffered stdout) but checkpoints advance: alive, not stalled.
     tracker.absorb(stall_snapshot(pids=(1,), quiet_s=3000.0, ckpt_quiet_s=60.0))
-    assert tracker.stalled_for() is None
+    assert stall(tracker) == "buffered-log log quiet, checkpoints advancing"
+    assert tracker.alerts(now=0.0) == []
+    # Both frozen: stalled, timed from the newest of the two.
+    tracker.absorb(stall_snapshot(pids=(1,), quiet_s=3000.0, ckpt_quiet_s=2400.0))
+    assert stall(tracker) == "stalled stalled 40m"
 
 
 def test_no_stall_without_a_live_queue_or_a_remote_clock(profile: Profile) -> None:
-    tracker = HostTracker(instance(clocks_started={}), profile)
+    tracker = HostTracker(instance(clocks_started={}), profile, RULEBOOK)
     tracker.absorb(stall_snapshot(pids=(), quiet_s=99_000.0))
-    assert tracker.stalled_for() is None
+    assert stall(tracker) is None
     tracker.absorb(stall_snapshot(pids=NA("no ps"), quiet_s=99_000.0))
-    assert tracker.stalled_for() is None
+    assert stall(tracker) is None
     tracker.absorb(stall_snapshot(pids=(1,), quiet_s=99_000.0, remote_time=NA("no header")))
-    assert tracker.stalled_for() is None
+    assert stall(tracker) is None
     assert tracker.alerts(now=0.0) == []
 
 
 def test_stall_after_comes_from_the_instance(profile: Profile) -> None:
-    tracker = HostTracker(instance(clocks_started={}, stall_after="5m"), profile)
+    tracker = HostTracker(instance(clocks_started={}, stall_after="5m"), profile, RULEBOOK)
     tracker.absorb(stall_snapshot(pids=(1,), quiet_s=301.0))
-    assert tracker.stalled_for() == 301.0
+    assert stall(tracker) == "stalled stalled 5m1s"
 
 
 # --------------------------------------------------------------------------- HostTracker: histories
 
 
 def test_mount_trend_time_to_full(profile: Profile) -> None:
-    tracker = HostTracker(instance(), profile)
+    tracker = HostTracker(instance(), profile, RULEBOOK)
     total = 10_000_000_000
     last = mount()
     for k in range(5):
@@ -510,14 +528,14 @@ def test_mount_trend_time_to_full(profile: Profile) -> None:
 
 
 def test_mount_trend_of_an_unknown_mount_is_empty(profile: Profile) -> None:
-    tracker = HostTracker(instance(), profile)
+    tracker = HostTracker(instance(), profile, RULEBOOK)
     trend = tracker.mount_trend(mount("/never/seen"))
     assert (trend.bytes_delta, trend.inodes_delta, trend.bytes_full_s, trend.inodes_full_s) == (
         None, None, None, None)
 
 
 def test_gpu_histories_leave_gaps_for_na(profile: Profile) -> None:
-    tracker = HostTracker(instance(), profile)
+    tracker = HostTracker(instance(), profile, RULEBOOK)
     tracker.absorb(snapshot(observed_at=1.0, gpus=(gpu(40.0, 1000.0),)))
     tracker.absorb(snapshot(observed_at=2.0, gpus=(gpu(NA("[N/A]"), 2000.0),)))
     tracker.absorb(snapshot(observed_at=3.0, gpus=(gpu(60.0, 3000.0),)))

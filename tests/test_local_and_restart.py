@@ -79,3 +79,4 @@ def test_wheel_ships_profiles_and_themes(tmp_path: Path) -> None:
     assert "cockpit/_themes/cockpit.tcss" in names
     assert "cockpit/services/probe.sh" in names
     assert "cockpit/demo/assets/nvidia-smi" in names
+    assert "cockpit/data/rules.yaml" in names

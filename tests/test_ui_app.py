@@ -131,16 +131,25 @@ async def test_fleet_rows_box_panels_and_failure_filter(tmp_path: Path) -> None:
         head = texts([screen.query_one("#queue-head", Static)])
         assert "bash run_queue.sh /root/autodl-tmp/proj/queue_1.txt 4" in head
         failures = screen.tables()["failures"]
-        assert {str(failures.get_cell(k, "class")) for k in failures.rows} == {"cell-failed", "cuda-oom"}
+        rows = {(str(failures.get_cell(k, "rule")), str(failures.get_cell(k, "class")))
+                for k in failures.rows}
+        # The OOM in the cell's log and its FINISHED exit=1 are one event, named by the cause.
+        assert rows == {("M2", "real-bug")}
+        health = texts([screen.query_one("#health", Static)])
+        assert "det_baseline failed: CUDA out of memory (PyTorch allocator)" in health
+        assert "(M2)" in health and "inodes 92% /root/autodl-tmp" in health
         await pilot.press("slash")
-        await pilot.press(*"oom")
+        await pilot.press(*"disk")
         await pilot.pause(0.1)
-        assert [str(failures.get_cell(k, "class")) for k in failures.rows] == ["cuda-oom"]
+        assert failures.row_count == 0
+        await pilot.press(*["backspace"] * 4, *"m2")
+        await pilot.pause(0.1)
+        assert [str(failures.get_cell(k, "rule")) for k in failures.rows] == ["M2"]
         detail = texts([screen.query_one("#failure-detail", Static)])
-        assert "expandable_segments" in detail
+        assert "expandable_segments" in detail and "retry with the same config: NO" in detail
         await pilot.press("escape")  # clears the filter first
         await pilot.pause(0.1)
-        assert failures.row_count == 2
+        assert failures.row_count == 1
         await pilot.press("escape")  # then goes back
         await pilot.pause(0.1)
         assert isinstance(app.screen, FleetScreen)

@@ -14,8 +14,10 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from cockpit.models.durations import format_duration, parse_duration
+from cockpit.models.classify import Finding, LogClassifier
+from cockpit.models.durations import format_duration
 from cockpit.models.failures import FailureLog
+from cockpit.models.health import IDLE_PCT, Judgement, judge
 from cockpit.models.profile import DangerClock, Profile
 from cockpit.models.queue import (
     EPOCH_RE,
@@ -27,15 +29,13 @@ from cockpit.models.queue import (
     build_view,
     parse_queue_file,
 )
+from cockpit.models.rules import Rulebook
 from cockpit.models.snapshot import NA, HostSnapshot, HostState, Mount, Reachability
-from cockpit.models.summary import worst_disk, worst_inodes
 from cockpit.models.sweep import Instance, moment_epoch
 
 HISTORY_POINTS = 240
 """Points kept per series: 8 minutes at the 2 s default, enough for a sparkline and a trend."""
 TREND_WINDOW_S = 600.0
-ALERT_PCT = 90.0
-"""Disk, inodes or cgroup memory at or above this is an alert (platform-facts §5.3)."""
 
 
 class Series:
@@ -132,9 +132,10 @@ def running_clocks(instance: Instance, profile: Profile) -> list[ClockCountdown]
 class HostTracker:
     """One box's live model for the cockpit's screens."""
 
-    def __init__(self, instance: Instance, profile: Profile) -> None:
+    def __init__(self, instance: Instance, profile: Profile, rulebook: Rulebook) -> None:
         self.instance = instance
         self.profile = profile
+        self.rulebook = rulebook
         self.state = HostState(instance.name, Reachability.CONNECTING, time.time())
         self.snapshot: HostSnapshot | None = None
         self.gpu_util: dict[int, Series] = {}
@@ -147,7 +148,15 @@ class HostTracker:
         self.failures = FailureLog()
         self._splitters: dict[str, LineSplitter] = {}
         self._decoders: dict[str, codecs.IncrementalDecoder] = {}
+        self._classifiers: dict[str, LogClassifier] = {}
         self.clocks = running_clocks(instance, profile)
+        self.oom_kills_first: int | None = None
+        """The cgroup's oom_kill count when first seen: a rise is news, an old count is not."""
+        self.idle_since: float | None = None
+        """Since when every GPU has been under the idle threshold (None: busy or no GPU)."""
+        self.parents: dict[int, int] = {}
+        self.kernel_findings: list[Finding] = []
+        self._kernel_seen: set[str] = set()
         self._view: tuple[int, QueueView] | None = None
         self.version = 0
         """Bumped on every absorbed event, so views redraw only what changed."""
@@ -163,6 +172,10 @@ class HostTracker:
         self.snapshot = snap
         self.version += 1
         at = snap.observed_at
+        if self.state.reachability is not Reachability.CONNECTED:
+            # A record is proof the box answered, whatever state event is still on its way.
+            self.state = HostState(self.instance.name, Reachability.CONNECTED, at)
+        self._evidence(snap)
         for gpu in snap.gpu.gpus:
             self.gpu_util.setdefault(gpu.index, Series()).add(at, gpu.util_pct)
             self.gpu_mem.setdefault(gpu.index, Series()).add(at, gpu.mem_pct)
@@ -173,7 +186,12 @@ class HostTracker:
             self.queue_lines = parse_queue_file(snap.queue.queue_text)
         if snap.queue.queue_marks:
             self._master_lines(snap.queue.queue_marks.splitlines(), snap)
-        for chunk in snap.log_chunks:
+        # Cells' own logs first: a FINISHED line's exit code is then matched against the
+        # cause their log gave in the same record.
+        chunks = sorted(snap.log_chunks, key=lambda c: c.path == self.instance.queue_log)
+        for chunk in chunks:
+            if chunk.path != self.instance.queue_log:
+                self._classify(chunk.path, chunk.data, chunk.reset, at)
             # One incremental decoder per log: a UTF-8 character may straddle two chunks.
             decoder = self._decoders.get(chunk.path)
             if decoder is None or chunk.reset:
@@ -186,20 +204,53 @@ class HostTracker:
             if chunk.path == self.instance.queue_log:
                 self._master_lines(lines, snap)
             else:
-                self._run_lines(_cell_name(chunk.path), lines, at)
+                self._run_lines(_cell_name(chunk.path), lines)
+
+    def _evidence(self, snap: HostSnapshot) -> None:
+        """Counters and process facts the health judgements compare across records."""
+        kills = snap.memory.oom_kills
+        if self.oom_kills_first is None and not isinstance(kills, NA):
+            self.oom_kills_first = kills
+        utils = [g.util_pct for g in snap.gpu.gpus]
+        if utils and all(not isinstance(u, NA) and u < IDLE_PCT for u in utils):
+            if self.idle_since is None:
+                self.idle_since = snap.observed_at
+        else:
+            self.idle_since = None
+        if isinstance(snap.parents, dict):
+            self.parents = snap.parents
+        elif not any(g.processes for g in snap.gpu.gpus):
+            self.parents = {}
+        if isinstance(snap.kernel_lines, tuple):
+            for line in snap.kernel_lines:
+                if line in self._kernel_seen:
+                    continue
+                self._kernel_seen.add(line)
+                rule = self.rulebook.match_line(line.encode())
+                if rule is not None and rule.klass == "hardware":
+                    self.kernel_findings.append(Finding(rule, 0, line[:240]))
+
+    def _classify(self, path: str, data: bytes, reset: bool, at: float) -> None:
+        classifier = self._classifiers.get(path)
+        if classifier is None:
+            classifier = self._classifiers[path] = LogClassifier(self.rulebook)
+        cell = _cell_name(path)
+        # flush(): a traceback whose exception line arrived is reported now, not when the
+        # next line comes (a crashed process writes no next line).
+        for finding in [*classifier.feed(data, reset), *classifier.flush()]:
+            self.failures.add(cell, finding, at)
 
     def _master_lines(self, lines: list[str], snap: HostSnapshot) -> None:
         for name, fin in self.queue_log.feed(lines, snap.utc_offset):
-            self.failures.cell_finished(name, fin.exit_code, fin.at)
+            self.failures.cell_finished(name, fin.exit_code, fin.at, self.rulebook)
 
-    def _run_lines(self, cell: str, lines: list[str], at: float) -> None:
+    def _run_lines(self, cell: str, lines: list[str]) -> None:
         prog = self.progress.setdefault(cell, RunProgress())
         for line in lines:
             for match in EPOCH_RE.finditer(line):
                 prog.epoch, prog.epochs = int(match["k"]), int(match["n"])
             if "Training completed" in line:
                 prog.completed = True
-        self.failures.scan(cell, lines, at)
 
     # -- views --------------------------------------------------------------------------
     @property
@@ -237,39 +288,14 @@ class HostTracker:
             time_to_full(inode_series.slope(), mount.inodes_avail),
         )
 
-    def stalled_for(self) -> float | None:
-        """Seconds since the newest log or checkpoint write while the queue is alive, if that
-        exceeds the instance's `stall_after` (alive but silent: platform-facts §5.5)."""
-        snap = self.snapshot
-        if snap is None or not self.alive or isinstance(snap.remote_time, NA):
-            return None
-        stats = [*snap.queue.run_logs, snap.queue.queue_log, snap.queue.newest_checkpoint]
-        mtimes = [s.mtime for s in stats if s is not None and not isinstance(s.mtime, NA)]
-        if not mtimes:
-            return None
-        quiet = snap.remote_time - max(mtimes)
-        return quiet if quiet >= parse_duration(self.instance.stall_after) else None
+    def judgements(self, now: float | None = None) -> list[Judgement]:
+        """Run-health judgements about this box and its cells (see `health`)."""
+        return judge(self, time.time() if now is None else now)
 
     def alerts(self, now: float | None = None) -> list[str]:
-        """Open alerts: resources at 90%+, a stall, failed cells, running danger clocks."""
+        """Short texts of what needs attention: alarming judgements and running danger clocks."""
         now = time.time() if now is None else now
-        out: list[str] = []
-        snap = self.snapshot
-        if snap is not None:
-            for label, top in (("disk", worst_disk(snap)), ("inodes", worst_inodes(snap))):
-                if not isinstance(top, NA) and top >= ALERT_PCT:
-                    out.append(f"{label} {top:.0f}%")
-            mem = snap.memory.pct
-            if not isinstance(mem, NA) and mem >= ALERT_PCT:
-                out.append(f"memory {mem:.0f}%")
-            if not isinstance(snap.memory.oom_kills, NA) and snap.memory.oom_kills > 0:
-                out.append(f"oom_kill {snap.memory.oom_kills}")
-        stalled = self.stalled_for()
-        if stalled is not None:
-            out.append(f"stalled {format_duration(stalled)}")
-        failed = self.queue_view().failed
-        if failed:
-            out.append(f"{len(failed)} failed")
+        out = [j.text for j in self.judgements(now) if j.alarm]
         out += [f"{c.clock.id} {c.text(now)}" for c in self.clocks]
         return out
 

@@ -319,6 +319,8 @@ def parse_record(
     queue_marks: str | None = None
     chunks: list[LogChunk] = []
     utc_offset: float | NA = NA("not reported")
+    parents: dict[int, int] | NA | None = None
+    kernel: tuple[str, ...] | NA | None = None
 
     i = 0
     while i < len(sections):
@@ -375,6 +377,11 @@ def parse_record(
         elif sec.head == "proc":
             found = tuple(int(ln) for ln in body if is_int(ln))
             pids = found if isinstance(pids, NA) else tuple(sorted({*pids, *found}))
+        elif sec.head == "ptree":
+            parents = NA("ps not installed") if sec.arg == "absent" else _parents(body)
+        elif sec.head == "kmsg":
+            kernel = NA("kernel log not readable") if sec.arg == "denied" else tuple(
+                ln.strip() for ln in body)
         elif sec.head == "log" and body and body[0] != "missing":
             head = body[0].split()
             if len(head) == 4 and all(is_int(h) for h in head):
@@ -404,4 +411,15 @@ def parse_record(
         log_chunks=tuple(chunks),
         probe_ms=NA("not measured") if probe_ms is None else probe_ms,
         utc_offset=utc_offset,
+        parents=parents,
+        kernel_lines=kernel,
     )
+
+
+def _parents(lines: list[str]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) == 2 and is_int(parts[0]) and is_int(parts[1]):
+            out[int(parts[0])] = int(parts[1])
+    return out

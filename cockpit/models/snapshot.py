@@ -234,3 +234,7 @@ class HostSnapshot:
     probe_ms: float | NA = NA("not measured")
     utc_offset: float | NA = NA("not reported")
     """The remote's UTC offset in seconds (`date +%z`): log timestamps are remote local time."""
+    parents: dict[int, int] | NA | None = None
+    """pid -> parent pid of every process, when asked this tick (to judge zombie VRAM)."""
+    kernel_lines: tuple[str, ...] | NA | None = None
+    """Xid and OOM-killer lines of the kernel log, when asked this tick; NA if unreadable."""

@@ -19,3 +19,14 @@ def state_dir() -> Path:
 def approved_known_hosts() -> Path:
     """The known_hosts file holding host keys the user approved inside the cockpit."""
     return state_dir() / "known_hosts"
+
+
+def user_rules_file() -> Path:
+    """`$XDG_CONFIG_HOME/cockpit/rules.yaml`: the user's own failure rules (optional).
+
+    `COCKPIT_RULES` names another file; it is not created here.
+    """
+    override = os.environ.get("COCKPIT_RULES")
+    if override:
+        return Path(override)
+    return Path(platformdirs.user_config_dir("cockpit")) / "rules.yaml"

@@ -17,6 +17,8 @@ from cockpit.models.profile import Profile
 from cockpit.models.snapshot import NA, FileStat, HostSnapshot, LogChunk
 from cockpit.models.sweep import Instance
 
+KMSG_EVERY = 30
+"""Ask for the kernel's Xid lines on the first tick and every 30th (a minute at 2 s)."""
 FIRST_READ_TAIL = 65536
 """On first contact with a log, read only its last 64 KiB (attaching to a long run)."""
 
@@ -68,6 +70,8 @@ class ProbePlan:
     _queue_changed: bool = True
     queue_text: str | None = None
     """The queue file as last read; it is re-read only when its size or mtime changes."""
+    gpu_apps: bool = False
+    """The last record listed GPU processes: ask for the process tree to place them."""
 
     def request(self) -> tuple[int, bytes]:
         """The next tick's request and its sequence number."""
@@ -89,6 +93,10 @@ class ProbePlan:
             lines.append(f"ckpt {inst.checkpoints}")
         if inst.queue:
             lines.append(f"proc {inst.queue}")
+        if self.gpu_apps:
+            lines.append("ptree")
+        if self.seq % KMSG_EVERY == 1:
+            lines.append("kmsg")
         for path in self._logs_to_read():
             cur = self.cursors.setdefault(path, LogCursor())
             lines.append(f"log {cur.inode} {cur.offset} {path}")
@@ -122,6 +130,7 @@ class ProbePlan:
             queue_stat is None or queue_stat != self._queue_stat or self.queue_text is None
         )
         self._queue_stat = queue_stat
+        self.gpu_apps = any(gpu.processes for gpu in snap.gpu.gpus)
 
 
 def end_marker(seq: int) -> bytes:

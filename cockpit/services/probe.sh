@@ -7,7 +7,7 @@
 #
 # Request (one item per line, paths are the rest of the line and never evaluated):
 #   tick SEQ | mount PATH | stat KEY PATH | text PATH | marks PATH | dir PATH | ckpt PATH |
-#   proc PATTERN | log INODE OFFSET PATH | end
+#   proc PATTERN | ptree | kmsg | log INODE OFFSET PATH | end
 # Record: "@@begin SEQ EPOCH HOST", "@@tz +HHMM" ... sections starting with "@@" ... "@@end SEQ".
 # Command output never starts with "@@"; file contents are base64-encoded.
 
@@ -211,6 +211,27 @@ proc_item() {
   done
 }
 
+# Every process's parent (to tell which GPU processes belong to the queue: zombie VRAM).
+ptree_item() {
+  if have ps; then
+    echo "@@ptree"
+    ps -eo pid=,ppid= 2>/dev/null
+  else
+    echo "@@ptree absent"
+  fi
+}
+
+# GPU Xid and OOM-killer lines of the kernel log, when this user may read it (containers
+# usually may not: dmesg_restrict). Asked for now and then, not every tick.
+kmsg_item() {
+  if have dmesg && dmesg >/dev/null 2>&1; then
+    echo "@@kmsg"
+    dmesg 2>/dev/null | grep -E 'NVRM: Xid|Out of memory: Killed|oom-kill' | tail -n 20
+  else
+    echo "@@kmsg denied"
+  fi
+}
+
 log_item() {
   # $1 inode the client believes, $2 offset (negative: start that many bytes from the end)
   say "@@log $3"
@@ -245,6 +266,8 @@ while IFS= read -r line; do
     ckpt) ckpt_item "$rest" ;;
     marks) marks_item "$rest" ;;
     proc) proc_item "$rest" ;;
+    ptree) ptree_item ;;
+    kmsg) kmsg_item ;;
     log)
       a=${rest%% *}; rest=${rest#* }; b=${rest%% *}
       log_item "$a" "$b" "${rest#* }" ;;

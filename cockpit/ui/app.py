@@ -22,11 +22,14 @@ from textual.screen import ModalScreen, Screen
 
 from cockpit.models.events import FleetEvent, HostStateChanged
 from cockpit.models.hostview import HostTracker
+from cockpit.models.rules import Rulebook
 from cockpit.models.snapshot import Reachability
 from cockpit.services.acks import AckStore
 from cockpit.services.fleet import Fleet
 from cockpit.services.resources import shipped_dir
+from cockpit.services.rulebook import load_rulebook
 from cockpit.services.sweepfile import LoadedSweep
+from cockpit.services.yamlfile import ConfigError
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.commands import CockpitCommands
 from cockpit.ui.fleet import FleetScreen
@@ -60,6 +63,7 @@ class CockpitApp(App[int]):
         clock: Callable[[], float] = time.time,
         acks: AckStore | None = None,
         banners: bool = True,
+        rulebook: Rulebook | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -69,8 +73,9 @@ class CockpitApp(App[int]):
         self.acks = acks if acks is not None else AckStore()
         self.banners = banners
         self.fleet: Fleet | None = None
+        self.rulebook = rulebook if rulebook is not None else load_rulebook()
         self.trackers = {
-            inst.name: HostTracker(inst, loaded.profiles[inst.profile])
+            inst.name: HostTracker(inst, loaded.profiles[inst.profile], self.rulebook)
             for inst in loaded.sweep.instances
         }
         self.dirty: set[str] = set()
@@ -266,7 +271,8 @@ class CockpitApp(App[int]):
         self.notify(f"{name}: reconnecting", timeout=2)
 
 
-def run_app(loaded: LoadedSweep, theme: str | None = None) -> int:
+def run_app(loaded: LoadedSweep, theme: str | None = None,
+            rulebook: Rulebook | None = None) -> int:
     """Run the TUI until the user quits. Quitting never touches a remote box."""
     from textual.theme import BUILTIN_THEMES
 
@@ -274,6 +280,11 @@ def run_app(loaded: LoadedSweep, theme: str | None = None) -> int:
     if theme is not None and theme not in known:
         print(f"unknown theme {theme!r}; choose one of: {', '.join(known)}", file=sys.stderr)
         return 2
-    app = CockpitApp(loaded, theme=theme)
+    try:
+        rules = rulebook if rulebook is not None else load_rulebook()
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    app = CockpitApp(loaded, theme=theme, rulebook=rules)
     result = app.run()
     return int(result or 0)

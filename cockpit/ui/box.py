@@ -16,13 +16,20 @@ from cockpit.models.failures import FailureEvent
 from cockpit.models.hostview import HostTracker
 from cockpit.models.summary import state_text
 from cockpit.ui.fleet import upsert_row
-from cockpit.ui.render import cell_row, clock_time, disk_panel, gpu_panel, queue_header
+from cockpit.ui.render import (
+    cell_row,
+    clock_time,
+    disk_panel,
+    gpu_panel,
+    health_lines,
+    queue_header,
+)
 
 if TYPE_CHECKING:
     from cockpit.ui.app import CockpitApp
 
 QUEUE_COLUMNS = ("#", "cell", "state", "epoch", "elapsed", "ETA")
-FAILURE_COLUMNS = ("time", "class", "cell", "count", "message")
+FAILURE_COLUMNS = ("time", "rule", "class", "cell", "count", "message")
 
 
 class BoxScreen(Screen[None]):
@@ -68,6 +75,7 @@ class BoxScreen(Screen[None]):
                 yield Static(id="queue-head")
                 yield DataTable(id="queue-table", cursor_type="row", zebra_stripes=True)
             with Vertical(id="failure-panel", classes="panel"):
+                yield Static(id="health")
                 yield Input(placeholder="filter failures (class, cell, text)  esc: clear",
                             id="failure-filter")
                 yield DataTable(id="failure-table", cursor_type="row")
@@ -113,6 +121,8 @@ class BoxScreen(Screen[None]):
         self.query_one("#disk-body", Static).update(disk_panel(tracker, palette))
         self.query_one("#queue-head", Static).update(queue_header(tracker, palette))
         self._queue_rows()
+        self.query_one("#health", Static).update(health_lines(tracker, palette,
+                                                              self.cockpit.clock()))
         self._failure_rows(force)
 
     def _sparklines(self) -> None:
@@ -148,8 +158,9 @@ class BoxScreen(Screen[None]):
             table.remove_row(stale)
         for event in shown:
             row: tuple[Text | str, ...] = (
-                clock_time(event.last_at), Text(event.klass, style=palette.bad), event.cell,
-                f"x{event.count}", event.message[:80])
+                clock_time(event.last_at), event.rule_id or "-",
+                Text(event.klass, style=palette.bad if event.severe else palette.warn),
+                event.cell, f"x{event.count}", event.message[:80])
             upsert_row(table, self._event_key(event), FAILURE_COLUMNS, row)
         if not log.events:
             self.query_one("#failure-detail", Static).update(
@@ -159,7 +170,7 @@ class BoxScreen(Screen[None]):
 
     @staticmethod
     def _event_key(event: FailureEvent) -> str:
-        return f"{event.klass}:{event.cell}"
+        return f"{event.key}:{event.cell}"
 
     def _show_detail(self) -> None:
         table = self.query_one("#failure-table", DataTable)
@@ -171,11 +182,19 @@ class BoxScreen(Screen[None]):
         event = next((e for e in self.tracker.failures.events if self._event_key(e) == key), None)
         if event is None:
             return
-        text = Text(f"{event.klass}", style="bold")
-        if event.rule_id:
-            text.append(f" ({event.rule_id})")
-        text.append(f" in {event.cell}, first {clock_time(event.first_at)}, "
-                    f"last {clock_time(event.last_at)}, x{event.count}\n")
+        text = Text(f"{event.title}", style="bold")
+        text.append(f" [{event.rule_id or 'no rule'}, {event.klass}] in {event.cell}")
+        if event.line_no is not None:
+            text.append(f", log line {event.line_no}")
+        if event.frame:
+            text.append(f", at {event.frame}")
+        if event.exit_code is not None:
+            text.append(f", exit={event.exit_code}")
+        text.append(f"; first {clock_time(event.first_at)}, last {clock_time(event.last_at)}, "
+                    f"x{event.count}\n")
+        if event.retry is not None:
+            text.append("retry with the same config: allowed\n" if event.retry else
+                        "retry with the same config: NO (fix first)\n")
         text.append(f"fix: {event.remediation}")
         detail.update(text)
 

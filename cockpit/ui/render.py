@@ -283,3 +283,25 @@ def cell_row(cell: CellView, palette: Palette) -> tuple[Text | str, ...]:
 def clock_time(at: float) -> str:
     """`14:03:22` in local time."""
     return time.strftime("%H:%M:%S", time.localtime(at))
+
+
+def health_lines(tracker: HostTracker, palette: Palette, now: float) -> Text:
+    """The box's run-health judgements, alarms first, one line each."""
+    judgements = sorted(tracker.judgements(now), key=lambda j: not j.alarm)
+    shown = [j for j in judgements if j.alarm or j.kind != "finished"]
+    if not shown:
+        done = sum(j.kind == "finished" for j in judgements)
+        return Text(f"health: nothing to report ({done} finished)" if done else
+                    "health: nothing to report", style=palette.muted)
+    text = Text()
+    for index, judgement in enumerate(shown[:4]):
+        if index:
+            text.append("\n")
+        text.append("⚠ " if judgement.alarm else "· ",
+                    style=palette.bad if judgement.alarm else palette.muted)
+        text.append(judgement.text, style="bold" if judgement.alarm else palette.muted)
+        if judgement.rule_id:
+            text.append(f" ({judgement.rule_id})", style=palette.muted)
+    if len(shown) > 4:
+        text.append(f"\n… {len(shown) - 4} more", style=palette.muted)
+    return text

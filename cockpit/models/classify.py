@@ -1,0 +1,290 @@
+"""The incremental log classifier: bytes of one log in, classified findings out.
+
+One `LogClassifier` follows one log. It is fed only the bytes read since the last tick and
+keeps just the unfinished last line (capped) and an open traceback between feeds, so the cost
+of a tick scales with the new bytes, never with the file.
+
+How a log is read (issue 4, platform-facts §3):
+- One RE2 automaton (`Rulebook.scanner`) searches the new bytes for any signature or a
+  traceback header; only a line it hits is tested rule by rule. A clean log costs one pass.
+- A Python traceback is one finding, named by its final exception line (the most specific
+  rule along an exception chain wins) with the deepest frame in user code; the lines inside
+  it are not scanned on their own.
+- Lines are bytes split at `\\n`: CRLF is normalised, a `\\r` progress bar is cut to the
+  segment that matched, non-UTF-8 bytes are kept and shown replaced, and a line of any
+  length is scanned as it arrives but never buffered beyond `MAX_CARRY`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from cockpit.models.rules import TRACEBACK, Rule, Rulebook
+
+MAX_CARRY = 65536
+"""Bytes of an unfinished line kept for the next feed (a 10 MB line is not buffered)."""
+MAX_TB_LINES = 400
+"""Lines of one traceback kept for `context` rules; deeper ones only update the frame."""
+EXCERPT = 240
+
+_HEADER = TRACEBACK.replace("\\", "").encode()
+_FRAME_RE = re.compile(rb'^\s+File "(?P<path>[^"]*)", line (?P<line>\d+), in (?P<fn>.*)$')
+_LIBRARY_RE = re.compile(rb"site-packages|dist-packages|/lib/python\d|^<|/torch/|/_bootstrap")
+_CHAIN = (b"During handling of the above exception", b"The above exception was the direct cause")
+_EXC_TYPE_RE = re.compile(rb"^(?P<type>[A-Za-z_][\w.]*)(?::|$)")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One classified failure in one log."""
+
+    rule: Rule
+    line_no: int
+    """1-based line of the evidence (a traceback's exception line) since the log's start."""
+    excerpt: str
+    frame: str = ""
+    """The deepest frame in user code, `train.py:57 in train_step`, for tracebacks."""
+    exception: str = ""
+    """The exception type of a traceback (`KeyError`)."""
+
+    @property
+    def key(self) -> str:
+        """What makes two findings 'the same event': the rule, and for a rule that only
+        names a traceback (the generic exception rule) the exception type too."""
+        if self.rule.spec.scope == "traceback" and self.exception:
+            return f"{self.rule.id}:{self.exception}"
+        return self.rule.id
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace").strip()[:EXCERPT]
+
+
+def _segment(line: bytes, start: int, end: int) -> tuple[bytes, int]:
+    """The `\r`-separated state of a progress-bar line that holds the match, and where the
+    match starts in it (a tqdm line is many states of one line: judge the one that matched)."""
+    seg_start = line.rfind(b"\r", 0, start) + 1
+    seg_end = line.find(b"\r", end)
+    return line[seg_start: seg_end if seg_end >= 0 else len(line)], start - seg_start
+
+
+def _excerpt(segment: bytes, at: int) -> str:
+    """The segment, or for a very long one the part around the match."""
+    if len(segment) <= EXCERPT:
+        return _text(segment)
+    lead = max(0, at - EXCERPT // 3)
+    return _text(segment[lead: lead + EXCERPT])
+
+
+@dataclass
+class _Traceback:
+    """A traceback being read line by line (possibly across feeds)."""
+
+    prefix: bytes
+    """What preceded `Traceback` on the header line (`[rank0]: `), stripped from each line."""
+    lines: list[bytes] = field(default_factory=list)
+    exceptions: list[tuple[int, list[bytes]]] = field(default_factory=list)
+    """(line number, [exception line, continuation lines...]) along the chain."""
+    user_frame: str = ""
+    after_exception: bool = False
+    foreign: int = 0
+
+
+class LogClassifier:
+    """Classifies one log incrementally. Feed bytes; get findings."""
+
+    def __init__(self, rulebook: Rulebook) -> None:
+        self.rulebook = rulebook
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything (the log was truncated or replaced)."""
+        self._carry = b""
+        self._carry_hits: set[str] = set()
+        self._line_no = 0  # complete lines consumed
+        self._tb: _Traceback | None = None
+        self.bytes_seen = 0
+
+    # -- input ------------------------------------------------------------------------
+    def feed(self, data: bytes, reset: bool = False) -> list[Finding]:
+        """Classify `data`, the bytes appended to the log since the last feed."""
+        if reset:
+            self.reset()
+        self.bytes_seen += len(data)
+        return self._feed(data)
+
+    def _feed(self, data: bytes) -> list[Finding]:
+        carried = bool(self._carry)
+        buf = self._carry + data if carried else data
+        if b"\r\n" in buf:
+            buf = buf.replace(b"\r\n", b"\n")
+        end = buf.rfind(b"\n") + 1  # [0, end) are complete lines
+        out: list[Finding] = []
+        self._complete(buf, end, carried, out)
+        self._partial(buf, end, out)
+        return out
+
+    def flush(self) -> list[Finding]:
+        """Close a traceback whose exception line has arrived (live mode: the process may
+        have exited, so no later line will close it). An open chain stays open."""
+        out: list[Finding] = []
+        if self._tb is not None and self._tb.after_exception:
+            self._close_traceback(out)
+        return out
+
+    def finish(self) -> list[Finding]:
+        """End of input: close any traceback and classify an unterminated last line."""
+        out = self.flush()
+        if self._carry:
+            out += self._feed(b"\n")  # complete the last line; its reported hits stay quiet
+        if self._tb is not None:
+            self._close_traceback(out)
+        return out
+
+    # -- complete lines ---------------------------------------------------------------
+    def _complete(self, buf: bytes, end: int, carried: bool, out: list[Finding]) -> None:
+        pos = 0
+        counted = 0  # buf[:counted] has been added to self._line_no
+        scanner = self.rulebook.scanner
+        while pos < end:
+            if self._tb is not None:
+                self._line_no += buf.count(b"\n", counted, pos)
+                counted = pos
+                pos = self._traceback_lines(buf, pos, end, out)
+                counted = pos
+                continue
+            match = scanner.search(buf, pos, end)
+            if match is None:
+                break
+            start = buf.rfind(b"\n", pos, match.start()) + 1 or pos
+            stop = buf.find(b"\n", match.start(), end)
+            if stop < 0:  # cannot happen: [pos, end) ends with a newline
+                break
+            self._line_no += buf.count(b"\n", counted, start)
+            counted = start
+            line = buf[start:stop]
+            header = line.find(_HEADER)
+            if header >= 0:
+                self._tb = _Traceback(prefix=line[:header])
+                self._line_no += 1
+                counted = pos = stop + 1
+                continue
+            # The carried line was scanned while unfinished: what it reported stays reported.
+            quiet = self._carry_hits if carried and start == 0 else set()
+            self._line_finding(line, match.start() - start, match.end() - start, quiet, out)
+            pos = stop + 1
+        self._line_no += buf.count(b"\n", counted, end)
+        if end:
+            self._carry_hits = set()  # the carried line, if any, is complete now
+
+    def _line_finding(self, line: bytes, m_start: int, m_end: int, quiet: set[str],
+                      out: list[Finding]) -> None:
+        segment, at = _segment(line, m_start, m_end)
+        rule = self.rulebook.match_line(segment)
+        if rule is None or rule.id in quiet:
+            return
+        out.append(Finding(rule, self._line_no + 1, _excerpt(segment, at)))
+
+    # -- the unfinished last line -----------------------------------------------------
+    def _partial(self, buf: bytes, end: int, out: list[Finding]) -> None:
+        tail = buf[end:]
+        if len(tail) > MAX_CARRY and self._tb is None:
+            # A line longer than the carry (a 10 MB line, a progress bar without newlines) is
+            # judged as it streams, before its head is dropped. A rule reported here is not
+            # reported again when the rest of the line arrives. A short unfinished line just
+            # waits for its newline (or finish()), so its excerpt is whole.
+            for match in self.rulebook.scanner.finditer(tail):
+                segment, at = _segment(tail, match.start(), match.end())
+                rule = self.rulebook.match_line(segment)
+                if rule is not None and rule.id not in self._carry_hits:
+                    self._carry_hits.add(rule.id)
+                    out.append(Finding(rule, self._line_no + 1, _excerpt(segment, at)))
+        self._carry = tail[-MAX_CARRY:]
+
+    # -- tracebacks -------------------------------------------------------------------
+    def _traceback_lines(self, buf: bytes, pos: int, end: int, out: list[Finding]) -> int:
+        """Read lines of the open traceback from `pos`; return where normal scanning resumes."""
+        tb = self._tb
+        assert tb is not None
+        while pos < end:
+            stop = buf.find(b"\n", pos, end)
+            raw = buf[pos:stop]
+            line = raw.rstrip(b"\r")
+            if tb.prefix:
+                if line.startswith(tb.prefix):
+                    line = line[len(tb.prefix):]
+                elif not tb.lines:
+                    tb.prefix = b""  # a one-off decoration of the header (`ERROR:root:`)
+                elif line.strip():
+                    # Another process's output between this rank's lines: not ours.
+                    tb.foreign += 1
+                    if tb.foreign > MAX_TB_LINES:
+                        self._close_traceback(out)
+                        return pos
+                    pos = stop + 1
+                    self._line_no += 1
+                    continue
+            if tb.after_exception and not self._continues(tb, line):
+                self._close_traceback(out)
+                return pos  # this line belongs to the log again
+            self._line_no += 1
+            pos = stop + 1
+            self._traceback_line(tb, line)
+        return pos
+
+    @staticmethod
+    def _continues(tb: _Traceback, line: bytes) -> bool:
+        """Whether `line` still belongs to a traceback whose exception line was read."""
+        if not line.strip() or line[:1] in (b" ", b"\t"):
+            return True
+        return line.startswith(_CHAIN) or _HEADER in line
+
+    def _traceback_line(self, tb: _Traceback, line: bytes) -> None:
+        if len(tb.lines) < MAX_TB_LINES:
+            tb.lines.append(line)
+        if tb.after_exception:
+            if line.startswith(_CHAIN) or _HEADER in line:
+                tb.after_exception = False  # a chained traceback follows
+            elif line.strip() and len(tb.exceptions[-1][1]) < 20:
+                tb.exceptions[-1][1].append(line)  # an indented message continuation
+            return
+        frame = _FRAME_RE.match(line)
+        if frame is not None:
+            if not _LIBRARY_RE.search(frame["path"]):
+                path = frame["path"].decode(errors="replace").rsplit("/", 1)[-1]
+                tb.user_frame = (f"{path}:{frame['line'].decode()} in "
+                                 f"{frame['fn'].decode(errors='replace').strip()}")
+            return
+        if line.strip() and line[:1] not in (b" ", b"\t") and not line.startswith(_CHAIN) \
+                and _HEADER not in line:
+            tb.exceptions.append((self._line_no, [line]))
+            tb.after_exception = True
+
+    def _close_traceback(self, out: list[Finding]) -> None:
+        tb, self._tb = self._tb, None
+        if tb is None or not tb.exceptions:
+            return  # cut off before its exception line: nothing to name
+        best: tuple[Rule, int, list[bytes]] | None = None
+        for line_no, lines in reversed(tb.exceptions):  # the final exception first
+            rule = self.rulebook.match_line(b"\n".join(lines), traceback=tb.lines)
+            if rule is not None and (best is None or rule.order < best[0].order):
+                best = (rule, line_no, lines)
+        if best is None:
+            return
+        rule, _, _ = best
+        final_no, final = tb.exceptions[-1]
+        exc = _EXC_TYPE_RE.match(final[0])
+        out.append(Finding(rule, final_no, _text(final[0]), tb.user_frame,
+                           exc["type"].decode() if exc else ""))
+
+
+def classify_bytes(rulebook: Rulebook, chunks: Iterable[bytes]) -> list[Finding]:
+    """Every finding of a whole log given as chunks (for `cockpit classify` and tests)."""
+    classifier = LogClassifier(rulebook)
+    out: list[Finding] = []
+    for chunk in chunks:
+        out += classifier.feed(chunk)
+    out += classifier.finish()
+    return out

@@ -1,0 +1,191 @@
+"""The failure rulebook: signatures with stable catalog ids, a class, and one remediation.
+
+Rules are data (`cockpit/data/rules.yaml`, plus an optional user file), validated strictly
+on load. Every pattern is compiled with RE2, not Python's `re`: RE2 runs the whole rulebook
+as one automaton in time linear in the log size, so a 1 GB log is scanned at hundreds of
+MB/s and a user's careless pattern (`(a+)+$`) can never hang the cockpit on a 10 MB line.
+The price is RE2 syntax: no back-references and no look-around, checked at load time.
+
+Classes follow platform-facts §3.1 (probabilistic, disk-full, real-bug) plus host-oom,
+hardware, environment and ops. `retry` says whether re-running the *identical* config is
+allowed; the remediation is the one fixed thing to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from cockpit.models import regex
+
+RuleClass = Literal[
+    "probabilistic", "disk-full", "real-bug", "host-oom", "hardware", "environment", "ops"]
+SEVERE_CLASSES: frozenset[str] = frozenset({"real-bug", "host-oom", "hardware", "disk-full"})
+"""Classes that make `cockpit classify` exit 1: the run is lost or the box is unsafe."""
+
+RuleId = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")]
+Pattern = Annotated[str, Field(min_length=1)]
+
+
+def _check_patterns(values: tuple[str, ...]) -> tuple[str, ...]:
+    for value in values:
+        problem = regex.syntax_error(value)
+        if problem is not None:
+            raise ValueError(f"{value!r} is not a valid RE2 pattern: {problem}")
+    return values
+
+
+class RuleSpec(BaseModel):
+    """One rule as written in a rule file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    id: RuleId
+    title: Annotated[str, Field(min_length=1, max_length=80)]
+    klass: RuleClass = Field(alias="class")
+    retry: bool
+    """Whether a retry with the identical config is allowed (§3.1: never retry blindly)."""
+    remediation: Annotated[str, Field(min_length=1)]
+    patterns: tuple[Pattern, ...] = ()
+    """Any of these, searched in one line, triggers the rule."""
+    unless: tuple[Pattern, ...] = ()
+    """A line that also matches one of these is not this failure."""
+    context: tuple[Pattern, ...] = ()
+    """Inside a traceback, one of these must match a frame or message line as well (e.g.
+    `torch/optim/` tells an OOM in the optimizer step from one in the forward pass)."""
+    scope: Literal["line", "traceback"] = "line"
+    """`traceback`: the rule only names the exception line that ends a Python traceback
+    (`KeyError: ...` alone on a line elsewhere is just text)."""
+    exit_codes: tuple[int, ...] = ()
+    """A cell that FINISHED with one of these codes and no matching log line gets this rule."""
+    source: str = ""
+    """Where the fact comes from (catalog section), for people maintaining the rulebook."""
+
+    @field_validator("patterns", "unless", "context")
+    @classmethod
+    def _re2(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return _check_patterns(values)
+
+    @model_validator(mode="after")
+    def _has_trigger(self) -> RuleSpec:
+        if not self.patterns and not self.exit_codes:
+            raise ValueError("a rule needs at least one of patterns or exit_codes")
+        return self
+
+
+class RuleFile(BaseModel):
+    """A rule file: `ignore` patterns plus the rules, most specific first."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    version: Literal[1]
+    ignore: tuple[Pattern, ...] = ()
+    """Lines matching one of these are never failures (handled warnings and the like)."""
+    rules: tuple[RuleSpec, ...]
+
+    @field_validator("ignore")
+    @classmethod
+    def _re2(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return _check_patterns(values)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A compiled rule."""
+
+    spec: RuleSpec
+    order: int
+    matcher: regex.Regex | None
+    unless: regex.Regex | None
+    context: regex.Regex | None
+
+    @property
+    def id(self) -> str:
+        """The stable catalog id (U10, M2, MN3, ...)."""
+        return self.spec.id
+
+    @property
+    def klass(self) -> str:
+        """The failure class."""
+        return self.spec.klass
+
+    @property
+    def remediation(self) -> str:
+        """The one fixed thing to do."""
+        return self.spec.remediation
+
+    @property
+    def severe(self) -> bool:
+        """Whether this class means the run is lost or the box unsafe."""
+        return self.spec.klass in SEVERE_CLASSES
+
+
+TRACEBACK = r"Traceback \(most recent call last\):"
+
+
+class Rulebook:
+    """Rules in priority order, compiled into one RE2 automaton for the scan.
+
+    The scan looks for *any* rule pattern or a traceback header; only the matched line is
+    then tested rule by rule, so the cost of a clean log does not grow with the rule count.
+    """
+
+    def __init__(self, rules: Sequence[RuleSpec], ignore: Sequence[str] = ()) -> None:
+        compiled: list[Rule] = []
+        for order, spec in enumerate(rules):
+            compiled.append(Rule(
+                spec, order,
+                regex.compile_any(spec.patterns) if spec.patterns else None,
+                regex.compile_any(spec.unless) if spec.unless else None,
+                regex.compile_any(spec.context) if spec.context else None,
+            ))
+        self.rules: tuple[Rule, ...] = tuple(compiled)
+        self.by_id: dict[str, Rule] = {rule.id: rule for rule in compiled}
+        self.ignore = regex.compile_any(ignore) if ignore else None
+        every = [p for spec in rules if spec.scope == "line" for p in spec.patterns]
+        self.scanner = regex.compile_any([*every, TRACEBACK], multiline=True)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def match_line(self, line: bytes, *, traceback: Sequence[bytes] | None = None) -> Rule | None:
+        """The first rule that matches `line`, honouring `unless`, `context` and `ignore`.
+
+        `traceback` holds the traceback's lines when `line` is its exception line; rules
+        with a `context` or the `traceback` scope match only then.
+        """
+        if self.ignore is not None and self.ignore.search(line):
+            return None
+        for rule in self.rules:
+            if rule.matcher is None or not rule.matcher.search(line):
+                continue
+            if rule.spec.scope == "traceback" and traceback is None:
+                continue
+            if rule.unless is not None and rule.unless.search(line):
+                continue
+            if rule.context is not None and not any(
+                    rule.context.search(other) for other in traceback or ()):
+                continue
+            return rule
+        return None
+
+    def for_exit(self, code: int) -> Rule | None:
+        """The rule that explains a bare exit code, if any."""
+        return next((rule for rule in self.rules if code in rule.spec.exit_codes), None)
+
+
+def merge(shipped: RuleFile, *extra: RuleFile) -> Rulebook:
+    """User rules come first (they know their code); a user rule with a shipped id replaces it."""
+    user_rules = [rule for f in extra for rule in f.rules]
+    replaced = {rule.id for rule in user_rules}
+    rules = [*user_rules, *(r for r in shipped.rules if r.id not in replaced)]
+    ignore = [*shipped.ignore, *(p for f in extra for p in f.ignore)]
+    return Rulebook(rules, ignore)
+
+
+def parse_rule_file(data: Any) -> RuleFile:
+    """Validate plain data as a rule file (raises pydantic's ValidationError)."""
+    return RuleFile.model_validate(data)
