@@ -48,6 +48,16 @@ def _build_parser() -> argparse.ArgumentParser:
     trust.add_argument("instance")
     trust.add_argument("--fingerprint", required=True, help="SHA256:... as shown by status")
 
+    classify = sub.add_parser(
+        "classify", help="classify failures in log files (exit 1 when a run-ending one is found)",
+        description="Print each failure event (rule id, class, line, excerpt, remediation). "
+                    "Exit 0: nothing of class real-bug, host-oom, hardware or disk-full; "
+                    "1: something of those classes; 2: bad input.")
+    classify.add_argument("files", nargs="+", metavar="FILE", help="a log file, or - for stdin")
+    classify.add_argument("--json", action="store_true", help="print a JSON document")
+    classify.add_argument("--rules", type=Path, action="append", default=[], metavar="FILE",
+                          help="an extra rule file (tried before the shipped rules)")
+
     profiles = sub.add_parser("profiles", help="list, show and check platform profiles")
     psub = profiles.add_subparsers(dest="action", metavar="ACTION", required=True)
     psub.add_parser("list", help="one line per shipped profile")
@@ -113,6 +123,28 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
         print(f"STALE {fact.platform}.{fact.group}: verified {fact.verified} "
               f"({fact.age_months} months ago)")
     return EXIT_SOME_FAILED if stale else EXIT_OK
+
+
+def _cmd_classify(args: argparse.Namespace) -> int:
+    from cockpit.services.classify import classify_paths, report_json, report_text
+    from cockpit.services.rulebook import load_rulebook
+    from cockpit.services.yamlfile import ConfigError
+
+    try:
+        rulebook = load_rulebook(args.rules)
+    except ConfigError as exc:
+        return _print_config_error(exc)
+    reports = classify_paths(rulebook, args.files, sys.stdin.buffer)
+    for report in reports:
+        if report.error:
+            print(f"{report.path}: {report.error}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(report_json(reports), indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(report_text(reports))
+    if any(r.error for r in reports):
+        return EXIT_INVALID
+    return EXIT_SOME_FAILED if any(r.severe for r in reports) else EXIT_OK
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -216,6 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     handlers = {
         "profiles": _cmd_profiles,
+        "classify": _cmd_classify,
         "status": _cmd_status,
         "trust": _cmd_trust,
         "demo": _cmd_demo,

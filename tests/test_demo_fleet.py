@@ -82,3 +82,26 @@ def test_demo_shuts_down_cleanly_on_sigint_and_sigterm(tmp_path: Path) -> None:
             env = {**os.environ, "TMUX_TMPDIR": str(box / "tmp")}
             ls = subprocess.run(["tmux", "ls"], env=env, capture_output=True, text=True)
             assert ls.returncode != 0
+
+
+def test_demo_failures_are_classified_by_cockpit_classify(demo: Path) -> None:
+    """The demo's failing cells (a CUDA OOM on a1, a checkpoint save on a full disk on r1) come
+    out of `cockpit classify` with their catalog ids and a run-ending exit code."""
+    logs = {"a1": "det_baseline", "r1": "seg_big"}
+    paths = {box: demo / "boxes" / box / "data" / "runs" / "logs" / f"{cell}.log"
+             for box, cell in logs.items()}
+    deadline = time.monotonic() + 90
+    while not all(p.exists() and b"Error" in p.read_bytes() for p in paths.values()):
+        assert time.monotonic() < deadline, "the demo's failing cells never failed"
+        time.sleep(1)
+    for box, expected in (("a1", "M2"), ("r1", "U6")):
+        result = subprocess.run([sys.executable, "-m", "cockpit", "classify", "--json",
+                                 str(paths[box])], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1, result.stderr
+        (event,) = json.loads(result.stdout)["files"][0]["events"]
+        assert event["rule"] == expected, event
+        assert event["frame"], "the user frame of the traceback is named"
+    clean = demo / "boxes" / "a1" / "data" / "runs" / "logs" / "baseline.log"
+    result = subprocess.run([sys.executable, "-m", "cockpit", "classify", str(clean)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout

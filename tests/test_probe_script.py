@@ -535,3 +535,35 @@ def test_option_like_and_tilde_paths_are_literal(tmp_path: Path) -> None:
     assert snap.queue.queue_text == "cfg.yaml task 2\n"
     assert [Path(s.path).name for s in snap.queue.run_logs] == ["a.log"]
     assert [c.data for c in snap.log_chunks] == [b"line\n"]  # the bad offset is refused
+
+
+# --------------------------------------------------------------------------- ptree, kmsg
+
+
+def test_ptree_places_a_process_under_its_parent(box: Box) -> None:
+    q = queue_dir(box.data / "sweep")
+    runner = box.runner(q, "script.sh", "queue.txt")
+    snap = box.probe().tick("ptree")
+    parents = snap.parents
+    assert isinstance(parents, dict)
+    child = int(Path(f"/proc/{runner}/task/{runner}/children").read_text().split()[0])
+    assert parents[child] == runner  # `sleep` under the runner's bash
+    assert parents[runner] == int(Path(f"/proc/{runner}/stat").read_text().split(") ")[1].split()[1])
+    assert box.probe().tick().parents is None, "not asked: not sent"
+
+
+def test_kmsg_is_read_when_permitted_or_reported_unreadable(box: Box) -> None:
+    bin_dir = box.root / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "dmesg"
+    fake.write_text("#!/bin/sh\nprintf '%s\\n' '[  1.0] usb 1-1: new device' "
+                    "'[  9.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=2211, GPU has fallen off the bus.'\n")
+    fake.chmod(0o755)
+    path = f"{bin_dir}:{box.env['PATH']}"
+    snap = box.probe(PATH=path).tick("kmsg")
+    xid = "[  9.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=2211, GPU has fallen off the bus."
+    assert snap.kernel_lines == (xid,)
+    fake.write_text("#!/bin/sh\necho 'dmesg: read kernel buffer failed: Operation not permitted' >&2\n"
+                    "exit 1\n")
+    denied = box.probe(PATH=path).tick("kmsg")
+    assert isinstance(denied.kernel_lines, NA)

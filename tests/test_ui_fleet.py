@@ -79,6 +79,29 @@ async def test_enter_opens_box_screen_with_four_filled_panels(demo: Path, tmp_pa
         assert isinstance(app.screen, FleetScreen)
 
 
+async def test_demo_failures_arrive_classified_in_the_box_screen(demo: Path, tmp_path: Path) -> None:
+    app = CockpitApp(load_sweep(demo / "sweep.yaml"), banners=False,
+                     acks=AckStore(tmp_path / "acks.json"))
+    async with app.run_test(size=(160, 44)) as pilot:
+        tracker = app.trackers["a1"]
+        await wait_until(pilot, lambda: any(e.rule_id == "M2" and e.exit_code == 1
+                                            for e in tracker.failures.events), 90,
+                         "det_baseline's CUDA OOM, classified and joined with its exit code")
+        fleet = app.query_one("#fleet", DataTable)
+        await wait_until(pilot, lambda: str(fleet.get_cell("a1", "alerts")) != "-", 5, "an alert")
+        app.open_box("a1")
+        await wait_until(pilot, lambda: isinstance(app.screen, BoxScreen), 5, "the box screen")
+        screen = app.screen
+        assert isinstance(screen, BoxScreen)
+        await wait_until(pilot, lambda: bool(screen.query("#failure-table")), 5, "the panels")
+        table = screen.tables()["failures"]
+        await wait_until(pilot, lambda: table.row_count >= 1, 5, "a failure row")
+        rows = {str(table.get_cell(k, "rule")): str(table.get_cell(k, "class")) for k in table.rows}
+        assert rows.get("M2") == "real-bug", rows
+        assert "det_baseline failed: CUDA out of memory" in texts([screen.query_one("#health", Static)])
+        await pilot.press("q")
+
+
 @pytest.mark.sshd
 async def test_unreachable_host_goes_stale_then_recovers(sshd: Sshd, tmp_path: Path) -> None:
     box = write_box(tmp_path)

@@ -90,6 +90,7 @@ class _Traceback:
     user_frame: str = ""
     after_exception: bool = False
     foreign: int = 0
+    chained: bool = False
 
 
 class LogClassifier:
@@ -106,6 +107,11 @@ class LogClassifier:
         self._line_no = 0  # complete lines consumed
         self._tb: _Traceback | None = None
         self.bytes_seen = 0
+
+    @property
+    def carried_bytes(self) -> int:
+        """Bytes of the unfinished last line held for the next feed (at most MAX_CARRY)."""
+        return len(self._carry)
 
     # -- input ------------------------------------------------------------------------
     def feed(self, data: bytes, reset: bool = False) -> list[Finding]:
@@ -239,14 +245,18 @@ class LogClassifier:
         """Whether `line` still belongs to a traceback whose exception line was read."""
         if not line.strip() or line[:1] in (b" ", b"\t"):
             return True
-        return line.startswith(_CHAIN) or _HEADER in line
+        # A new header continues the chain only after CPython's chain sentence; right after
+        # an exception line it is the next, separate traceback.
+        return line.startswith(_CHAIN) or (_HEADER in line and tb.chained)
 
     def _traceback_line(self, tb: _Traceback, line: bytes) -> None:
         if len(tb.lines) < MAX_TB_LINES:
             tb.lines.append(line)
         if tb.after_exception:
-            if line.startswith(_CHAIN) or _HEADER in line:
-                tb.after_exception = False  # a chained traceback follows
+            if line.startswith(_CHAIN):
+                tb.chained = True
+            elif _HEADER in line:
+                tb.after_exception = tb.chained = False  # the chained traceback follows
             elif line.strip() and len(tb.exceptions[-1][1]) < 20:
                 tb.exceptions[-1][1].append(line)  # an indented message continuation
             return

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from cockpit.models import regex
 
@@ -26,16 +26,16 @@ RuleClass = Literal[
 SEVERE_CLASSES: frozenset[str] = frozenset({"real-bug", "host-oom", "hardware", "disk-full"})
 """Classes that make `cockpit classify` exit 1: the run is lost or the box is unsafe."""
 
+def _check_pattern(value: str) -> str:
+    problem = regex.syntax_error(value)
+    if problem is not None:
+        raise ValueError(f"{value!r} is not a valid RE2 pattern: {problem} (RE2 has no "
+                         f"back-references or look-around)")
+    return value
+
+
 RuleId = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_.-]{0,31}$")]
-Pattern = Annotated[str, Field(min_length=1)]
-
-
-def _check_patterns(values: tuple[str, ...]) -> tuple[str, ...]:
-    for value in values:
-        problem = regex.syntax_error(value)
-        if problem is not None:
-            raise ValueError(f"{value!r} is not a valid RE2 pattern: {problem}")
-    return values
+Pattern = Annotated[str, Field(min_length=1), AfterValidator(_check_pattern)]
 
 
 class RuleSpec(BaseModel):
@@ -64,11 +64,6 @@ class RuleSpec(BaseModel):
     source: str = ""
     """Where the fact comes from (catalog section), for people maintaining the rulebook."""
 
-    @field_validator("patterns", "unless", "context")
-    @classmethod
-    def _re2(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        return _check_patterns(values)
-
     @model_validator(mode="after")
     def _has_trigger(self) -> RuleSpec:
         if not self.patterns and not self.exit_codes:
@@ -85,11 +80,6 @@ class RuleFile(BaseModel):
     ignore: tuple[Pattern, ...] = ()
     """Lines matching one of these are never failures (handled warnings and the like)."""
     rules: tuple[RuleSpec, ...]
-
-    @field_validator("ignore")
-    @classmethod
-    def _re2(cls, values: tuple[str, ...]) -> tuple[str, ...]:
-        return _check_patterns(values)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,127 @@
+"""`cockpit classify`: classify whole log files offline, with the same engine as the TUI.
+
+Files are read in 16 MiB blocks, so a 10 GB log needs no more memory than one block and
+the unfinished line the classifier carries. Findings are collapsed like the failure log
+does (same event key: one row, with a count and the first line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from cockpit.models.classify import Finding, LogClassifier
+from cockpit.models.rules import Rulebook
+
+BLOCK = 16 << 20
+
+
+@dataclass
+class Event:
+    """Findings of one kind in one file: the first one, and how many there were."""
+
+    first: Finding
+    count: int = 1
+
+
+@dataclass
+class FileReport:
+    """What one input yielded, or why it could not be read."""
+
+    path: str
+    bytes_read: int = 0
+    events: dict[str, Event] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def severe(self) -> bool:
+        """Whether a run-ending class (real-bug, host-oom, hardware, disk-full) was found."""
+        return any(e.first.rule.severe for e in self.events.values())
+
+    def add(self, findings: Iterable[Finding]) -> None:
+        """Collapse findings into events."""
+        for finding in findings:
+            event = self.events.get(finding.key)
+            if event is None:
+                self.events[finding.key] = Event(finding)
+            else:
+                event.count += 1
+
+
+def classify_stream(rulebook: Rulebook, stream: IO[bytes], report: FileReport) -> None:
+    """Feed `stream` through one classifier, block by block."""
+    classifier = LogClassifier(rulebook)
+    while block := stream.read(BLOCK):
+        report.bytes_read += len(block)
+        report.add(classifier.feed(block))
+    report.add(classifier.finish())
+
+
+def classify_paths(rulebook: Rulebook, paths: Iterable[str], stdin: IO[bytes]) -> list[FileReport]:
+    """Classify each path (`-` is standard input); an unreadable one gets an error, not a crash."""
+    reports = []
+    for name in paths:
+        report = FileReport(name)
+        reports.append(report)
+        if name == "-":
+            classify_stream(rulebook, stdin, report)
+            continue
+        path = Path(name)
+        try:
+            with path.open("rb") as stream:
+                classify_stream(rulebook, stream, report)
+        except IsADirectoryError:
+            report.error = "is a directory, not a log file"
+        except FileNotFoundError:
+            report.error = "no such file"
+        except OSError as exc:
+            report.error = f"cannot read: {exc.strerror or exc}"
+    return reports
+
+
+def report_text(reports: list[FileReport]) -> str:
+    """One block per event: where, which rule and class, the excerpt, the fix."""
+    out: list[str] = []
+    for report in reports:
+        if report.error:
+            continue
+        if not report.events:
+            out.append(f"{report.path}: no failure found ({report.bytes_read} bytes)\n")
+            continue
+        for event in sorted(report.events.values(), key=lambda e: e.first.line_no):
+            f = event.first
+            times = f" x{event.count}" if event.count > 1 else ""
+            out.append(f"{report.path}:{f.line_no}: {f.rule.id} [{f.rule.klass}] "
+                       f"{f.rule.spec.title}{times}\n")
+            out.append(f"    {f.excerpt}\n")
+            if f.frame:
+                out.append(f"    at {f.frame}\n")
+            retry = "retry allowed" if f.rule.spec.retry else "do not retry blindly"
+            out.append(f"    fix ({retry}): {f.rule.remediation}\n")
+    return "".join(out)
+
+
+def report_json(reports: list[FileReport]) -> dict[str, Any]:
+    """The same as a JSON document."""
+    return {
+        "severe": any(r.severe for r in reports),
+        "files": [{
+            "path": r.path,
+            "bytes": r.bytes_read,
+            "error": r.error or None,
+            "events": [{
+                "rule": e.first.rule.id,
+                "class": e.first.rule.klass,
+                "title": e.first.rule.spec.title,
+                "line": e.first.line_no,
+                "count": e.count,
+                "excerpt": e.first.excerpt,
+                "frame": e.first.frame or None,
+                "exception": e.first.exception or None,
+                "retry": e.first.rule.spec.retry,
+                "remediation": e.first.rule.remediation,
+            } for e in sorted(r.events.values(), key=lambda e: e.first.line_no)],
+        } for r in reports],
+    }

@@ -1,0 +1,227 @@
+"""cockpit.models.classify: tracebacks as one event, incremental bytes, hostile log shapes."""
+# ruff: noqa: E501  (the log excerpts are real lines and keep their real length)
+
+from __future__ import annotations
+
+import random
+import tracemalloc
+
+import pytest
+
+from cockpit.models.classify import MAX_CARRY, Finding, LogClassifier, classify_bytes
+from cockpit.services.rulebook import load_rulebook
+
+RULEBOOK = load_rulebook(user=False)
+
+OOM_TB = b"""Epoch 3/20 | step 120 | loss=0.4312
+Traceback (most recent call last):
+  File "/root/proj/train.py", line 598, in <module>
+    main()
+  File "/root/proj/engine/trainer.py", line 163, in train_one_epoch
+    outputs = self.model(images)
+  File "/usr/local/lib/python3.10/dist-packages/torch/nn/modules/module.py", line 1784, in _call_impl
+    return forward_call(*args, **kwargs)
+  File "/root/proj/models/unet.py", line 118, in forward
+    x = self.decoder(torch.cat([x, skip], dim=1))
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB
+Epoch 4/20 | step 1 | loss=0.5
+"""
+
+BUS_ERROR_CHAIN = b"""ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", line 1133, in _try_get_data
+    data = self._data_queue.get(timeout=timeout)
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/_utils/signal_handling.py", line 66, in handler
+    _error_if_any_worker_fails()
+RuntimeError: DataLoader worker (pid 4321) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "/root/proj/train.py", line 77, in train
+    for batch in loader:
+  File "/usr/local/lib/python3.10/dist-packages/torch/utils/data/dataloader.py", line 1146, in _try_get_data
+    raise RuntimeError(f'DataLoader worker (pid(s) {pids_str}) exited unexpectedly') from e
+RuntimeError: DataLoader worker (pid(s) 4321) exited unexpectedly
+"""
+
+
+def ids(found: list[Finding]) -> list[str]:
+    return [f.rule.id for f in found]
+
+
+def test_a_traceback_is_one_event_named_by_its_exception_line_and_user_frame() -> None:
+    (oom,) = classify_bytes(RULEBOOK, [OOM_TB])
+    assert oom.rule.id == "M2"
+    assert oom.line_no == 11
+    assert oom.excerpt.startswith("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert oom.frame == "unet.py:118 in forward"  # the deepest frame in user code
+    assert oom.exception == "torch.OutOfMemoryError"
+
+
+def test_context_tells_where_an_oom_happened() -> None:
+    backward = OOM_TB.replace(b"x = self.decoder(torch.cat([x, skip], dim=1))", b"loss.backward()")
+    assert ids(classify_bytes(RULEBOOK, [backward])) == ["M14"]
+    optim = OOM_TB.replace(b"/root/proj/models/unet.py", b"/usr/lib/python3/dist-packages/torch/optim/adam.py")
+    assert ids(classify_bytes(RULEBOOK, [optim])) == ["M17"]
+    # The same message outside a traceback has no frames to read: the plain allocator rule.
+    assert ids(classify_bytes(RULEBOOK, [OOM_TB.splitlines()[-2] + b"\n"])) == ["M2"]
+
+
+def test_the_most_specific_rule_along_an_exception_chain_wins() -> None:
+    found = classify_bytes(RULEBOOK, [BUS_ERROR_CHAIN])
+    # The ERROR line before the traceback and the traceback itself: both DP15, one event key.
+    assert ids(found) == ["DP15", "DP15"]
+    assert found[1].excerpt == "RuntimeError: DataLoader worker (pid(s) 4321) exited unexpectedly"
+    assert found[1].frame == "train.py:77 in train"
+    assert {f.key for f in found} == {"DP15"}
+
+
+def test_an_unknown_exception_is_a_generic_event_keyed_by_its_type() -> None:
+    text = b"""Traceback (most recent call last):
+  File "/root/proj/data.py", line 12, in __getitem__
+    return self.items[i]["label"]
+KeyError: 'label'
+Traceback (most recent call last):
+  File "/root/proj/data.py", line 14, in __getitem__
+    return x.shape
+AttributeError: 'NoneType' object has no attribute 'shape'
+"""
+    first, second = classify_bytes(RULEBOOK, [text])
+    assert (first.rule.id, first.key, second.key) == ("PY", "PY:KeyError", "PY:AttributeError")
+    assert first.rule.klass == "real-bug" and not first.rule.spec.retry
+
+
+def test_rank_prefixed_tracebacks_and_interleaved_output() -> None:
+    text = b"""[rank1]: Traceback (most recent call last):
+[rank1]:   File "/root/proj/train.py", line 40, in step
+[rank0]: Epoch 1/3 | step 9 | loss=0.3
+[rank1]:     optimizer.step()
+[rank1]:   File "/usr/local/lib/python3.10/dist-packages/torch/optim/adam.py", line 166, in step
+[rank1]:     self._init_group(group)
+[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB.
+[rank0]: done
+"""
+    (oom,) = classify_bytes(RULEBOOK, [text])
+    assert (oom.rule.id, oom.frame, oom.line_no) == ("M17", "train.py:40 in step", 7)
+
+
+def test_a_header_without_a_real_traceback_does_not_swallow_the_log() -> None:
+    text = b"ERROR:root:Traceback (most recent call last):\nEpoch 1/2 ok\nKilled\n"
+    assert ids(classify_bytes(RULEBOOK, [text])) == ["U9"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 64, 1000])
+def test_any_chunking_gives_the_same_findings(size: int) -> None:
+    text = OOM_TB + BUS_ERROR_CHAIN + b"step 3 loss=nan\r\nKilled\r\n"
+    whole = [(f.rule.id, f.line_no, f.excerpt, f.frame) for f in classify_bytes(RULEBOOK, [text])]
+    chunks = [text[i:i + size] for i in range(0, len(text), size)]
+    cut = [(f.rule.id, f.line_no, f.excerpt, f.frame) for f in classify_bytes(RULEBOOK, chunks)]
+    assert cut == whole
+    assert [w[0] for w in whole] == ["M2", "DP15", "DP15", "O13", "U9"]
+
+
+def test_random_chunking_property() -> None:
+    rng = random.Random(7)
+    text = (OOM_TB + BUS_ERROR_CHAIN) * 3
+    whole = ids(classify_bytes(RULEBOOK, [text]))
+    for _ in range(50):
+        cuts = sorted(rng.sample(range(1, len(text)), 12))
+        chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        assert ids(classify_bytes(RULEBOOK, chunks)) == whole
+
+
+def test_crlf_progress_bars_and_non_utf8_bytes() -> None:
+    text = (b"100%|\xe2\x96\x88\xe2\x96\x88| 50/50 [00:01<00:00]\r 12%|\xe2\x96\x88 | 6/50 loss=nan\r"
+            b" 14%|\xe2\x96\x88 | 7/50 loss=0.3\r\n"
+            b"caf\xff\xfe bytes \x80 here\r\n"
+            b"OSError: [Errno 28] No space left on device \xff\r\n")
+    nan, disk = classify_bytes(RULEBOOK, [text[:40], text[40:]])
+    assert (nan.rule.id, nan.line_no, nan.excerpt) == ("O13", 1, "12%|█ | 6/50 loss=nan")
+    assert (disk.rule.id, disk.line_no) == ("U7", 3)
+    assert disk.excerpt == "OSError: [Errno 28] No space left on device \ufffd"
+    assert "\r" not in disk.excerpt
+
+
+def test_a_ten_megabyte_line_is_judged_once_without_buffering_it() -> None:
+    classifier = LogClassifier(RULEBOOK)
+    found: list[Finding] = []
+    filler = b"x" * (1 << 20)
+    tracemalloc.start()
+    try:
+        for index in range(10):
+            found += classifier.feed(filler)
+            if index == 5:
+                found += classifier.feed(b" CUDA error: out of memory ")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert classifier.carried_bytes <= MAX_CARRY
+    assert peak < 8 << 20, "a long line must not be accumulated"
+    found += classifier.feed(b" still the same line; CUDA error: out of memory again\nKilled\n")
+    found += classifier.finish()
+    assert ids(found) == ["U10", "U9"], "one finding per rule per line, however long"
+    assert found[0].excerpt.count("CUDA error: out of memory") == 1
+    assert (found[0].line_no, found[1].line_no) == (1, 2)
+
+
+def test_a_signature_in_an_unterminated_last_line_is_found_at_finish() -> None:
+    classifier = LogClassifier(RULEBOOK)
+    assert classifier.feed(b"Epoch 1/2\nRuntimeError: CUDA error: out of memory") == []
+    (found,) = classifier.finish()
+    assert (found.rule.id, found.line_no) == ("U10", 2)
+
+
+def test_flush_reports_a_finished_traceback_without_waiting_for_another_line() -> None:
+    classifier = LogClassifier(RULEBOOK)
+    body = OOM_TB.rsplit(b"Epoch 4/20", 1)[0]
+    assert classifier.feed(body) == []  # the next line could still continue the chain
+    assert ids(classifier.flush()) == ["M2"]
+    assert classifier.feed(b"Epoch 4/20 | step 1 | loss=0.5\n") == []
+    assert classifier.finish() == []
+
+
+def test_reset_after_truncation_restarts_lines_and_drops_open_state() -> None:
+    classifier = LogClassifier(RULEBOOK)
+    classifier.feed(b"a\nb\nTraceback (most recent call last):\n  File \"x.py\", line 1, in f\n")
+    found = classifier.feed(b"Killed\n", reset=True)
+    assert [(f.rule.id, f.line_no) for f in found] == [("U9", 1)]
+
+
+def test_only_new_bytes_are_scanned() -> None:
+    classifier = LogClassifier(RULEBOOK)
+    assert ids(classifier.feed(b"Killed\n")) == ["U9"]
+    assert classifier.feed(b"Epoch 2/3 loss=0.1\n") == []  # the old Killed is not reported again
+    assert classifier.bytes_seen == len(b"Killed\nEpoch 2/3 loss=0.1\n")
+
+
+def clean_log(lines: int) -> bytes:
+    rng = random.Random(3)
+    out = []
+    for i in range(lines):
+        kind = i % 7
+        if kind == 0:
+            out.append(f"Epoch {i % 20 + 1}/20 | step {i} | loss={rng.random():.4f} lr=3e-4 "
+                       f"grad_norm={rng.random() * 3:.3f} val_error={rng.random():.3f}")
+        elif kind == 1:
+            out.append(f"{i % 100:3d}%|███▍  | {i}/50000 [01:2{i % 10}<02:11, 12.3it/s, loss=0.{i % 997}]"
+                       f"\r{(i + 1) % 100:3d}%|███▌ | {i + 1}/50000")
+        elif kind == 2:
+            out.append(f"[2026-11-20 03:12:{i % 60:02d},123] INFO trainer.py:214 - eval mAP=0.{i % 97} "
+                       f"error_rate=0.0{i % 9} mean_abs_error=0.3 best=0.77")
+        elif kind == 3:
+            out.append("/usr/local/lib/python3.10/dist-packages/torch/optim/lr_scheduler.py:143: "
+                       "UserWarning: Detected call of `lr_scheduler.step()` before `optimizer.step()`.")
+        elif kind == 4:
+            out.append(f"Saved checkpoint to /root/autodl-fs/ckpt/epoch_{i}.pth (nan_guard=on, "
+                       f"oom_retry: false)")
+        elif kind == 5:
+            out.append(f"Killed {i % 4} stale workers from the previous run")
+        else:
+            out.append(f"  warnings.warn(  # step {i} took {rng.random():.2f} nanoseconds of idle")
+    return ("\n".join(out) + "\n").encode()
+
+
+def test_a_clean_log_of_100k_lines_yields_no_event() -> None:
+    text = clean_log(100_000)
+    assert classify_bytes(RULEBOOK, [text[i:i + 65536] for i in range(0, len(text), 65536)]) == []
