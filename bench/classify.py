@@ -16,7 +16,7 @@
    tick: the probe round trip, `parse_record`, and `LogClassifier.feed` + `flush`. The cost
    must not depend on the file's size (ratio ~1.0): only the new bytes are read.
 
-Run: .venv/bin/python -m bench.classify [--size-mb 1024] [--repeat 2] [--rounds 5] [--keep]
+Run: .venv/bin/python -m bench.classify [--size-mb 1024] [--repeat 2] [--rounds 20] [--keep]
 Prints best-of / median times and ratios measured side by side in the same run (MB = 10^6
 bytes). Never part of the tests.
 """
@@ -371,6 +371,7 @@ def count_hit_lines(search: Callable[[bytes, int], Any], data: bytes) -> int:
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """(wall seconds, result) of one call."""
     t0 = time.perf_counter()
     value = fn()
     return time.perf_counter() - t0, value
@@ -548,6 +549,7 @@ class Round:
 
     @property
     def total_ms(self) -> float:
+        """Probe, parse and classify over every tick of the round."""
         return sum(self.probe_ms) + sum(self.parse_ms) + sum(self.classify_ms)
 
 
@@ -649,6 +651,7 @@ def per_tick(args: argparse.Namespace, root: Path, rulebook: Rulebook) -> tuple[
 
 
 def summary(part1: dict[str, Any] | None, part2: dict[str, Any] | None) -> None:
+    """The figures as a markdown table for the README."""
     print()
     print("| measurement | time | rate / ratio |")
     print("|---|---:|---:|")
@@ -679,7 +682,7 @@ def main() -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=1024, help="size of the synthetic log in MiB")
     parser.add_argument("--repeat", type=int, default=2, help="timed passes after one warm-up (best of)")
-    parser.add_argument("--rounds", type=int, default=5, help="reads of the appended MiB per file")
+    parser.add_argument("--rounds", type=int, default=20, help="reads of the appended MiB per file")
     parser.add_argument("--dir", default=None, help="where to write the logs (default: system temp)")
     parser.add_argument("--keep", action="store_true", help="keep the generated logs")
     parser.add_argument("--skip", choices=("throughput", "tick"), help="leave one part out")

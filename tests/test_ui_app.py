@@ -146,7 +146,7 @@ async def test_fleet_rows_box_panels_and_failure_filter(tmp_path: Path) -> None:
         await pilot.pause(0.1)
         assert [str(failures.get_cell(k, "rule")) for k in failures.rows] == ["M2"]
         detail = texts([screen.query_one("#failure-detail", Static)])
-        assert "expandable_segments" in detail and "retry with the same config: NO" in detail
+        assert "expandable_segments" in detail and "same-config retry: NO, fix first" in detail
         await pilot.press("escape")  # clears the filter first
         await pilot.pause(0.1)
         assert failures.row_count == 1

@@ -33,6 +33,7 @@ _HEADER = TRACEBACK.replace("\\", "").encode()
 _FRAME_RE = re.compile(rb'^\s+File "(?P<path>[^"]*)", line (?P<line>\d+), in (?P<fn>.*)$')
 _LIBRARY_RE = re.compile(rb"site-packages|dist-packages|/lib/python\d|^<|/torch/|/_bootstrap")
 _CHAIN = (b"During handling of the above exception", b"The above exception was the direct cause")
+_ORIGINAL = b"Original Traceback"
 _EXC_TYPE_RE = re.compile(rb"^(?P<type>[A-Za-z_][\w.]*)(?::|$)")
 
 
@@ -91,6 +92,7 @@ class _Traceback:
     after_exception: bool = False
     foreign: int = 0
     chained: bool = False
+    open_message: bool = False
 
 
 class LogClassifier:
@@ -243,22 +245,30 @@ class LogClassifier:
     @staticmethod
     def _continues(tb: _Traceback, line: bytes) -> bool:
         """Whether `line` still belongs to a traceback whose exception line was read."""
-        if not line.strip() or line[:1] in (b" ", b"\t"):
+        if not line.strip() or line[:1] in (b" ", b"\t") or tb.open_message:
             return True
-        # A new header continues the chain only after CPython's chain sentence; right after
-        # an exception line it is the next, separate traceback.
-        return line.startswith(_CHAIN) or (_HEADER in line and tb.chained)
+        # A new header continues the chain only after CPython's chain sentence (or as the
+        # `Original Traceback` a DataLoader worker re-raises); right after an exception line
+        # it is the next, separate traceback. After the chain sentence an exception may also
+        # come bare, without a traceback of its own.
+        return (line.startswith(_CHAIN) or tb.chained
+                or (line.startswith(_ORIGINAL) and _HEADER in line))
 
     def _traceback_line(self, tb: _Traceback, line: bytes) -> None:
         if len(tb.lines) < MAX_TB_LINES:
             tb.lines.append(line)
         if tb.after_exception:
-            if line.startswith(_CHAIN):
+            if not line.strip():
+                tb.open_message = False
+            elif line.startswith(_CHAIN):
                 tb.chained = True
             elif _HEADER in line:
                 tb.after_exception = tb.chained = False  # the chained traceback follows
-            elif line.strip() and len(tb.exceptions[-1][1]) < 20:
-                tb.exceptions[-1][1].append(line)  # an indented message continuation
+            elif tb.chained and line[:1] not in (b" ", b"\t"):
+                tb.chained = False  # a bare exception of the chain (no traceback of its own)
+                self._exception_line(tb, line)
+            elif len(tb.exceptions[-1][1]) < 20:
+                tb.exceptions[-1][1].append(line)  # a message continuation
             return
         frame = _FRAME_RE.match(line)
         if frame is not None:
@@ -269,8 +279,13 @@ class LogClassifier:
             return
         if line.strip() and line[:1] not in (b" ", b"\t") and not line.startswith(_CHAIN) \
                 and _HEADER not in line:
-            tb.exceptions.append((self._line_no, [line]))
-            tb.after_exception = True
+            self._exception_line(tb, line)
+
+    def _exception_line(self, tb: _Traceback, line: bytes) -> None:
+        tb.exceptions.append((self._line_no, [line]))
+        tb.after_exception = True
+        # `RuntimeError:` alone: its message follows on the next lines, up to a blank line.
+        tb.open_message = line.rstrip().endswith(b":")
 
     def _close_traceback(self, out: list[Finding]) -> None:
         tb, self._tb = self._tb, None

@@ -182,19 +182,18 @@ class BoxScreen(Screen[None]):
         event = next((e for e in self.tracker.failures.events if self._event_key(e) == key), None)
         if event is None:
             return
-        text = Text(f"{event.title}", style="bold")
-        text.append(f" [{event.rule_id or 'no rule'}, {event.klass}] in {event.cell}")
-        if event.line_no is not None:
-            text.append(f", log line {event.line_no}")
+        text = Text(f"{event.rule_id or 'exit'} {event.title}", style="bold")
+        where = f"{event.cell}.log:{event.line_no}" if event.line_no is not None else event.cell
+        parts = [event.klass, where]
         if event.frame:
-            text.append(f", at {event.frame}")
+            parts.append(f"at {event.frame}")
         if event.exit_code is not None:
-            text.append(f", exit={event.exit_code}")
-        text.append(f"; first {clock_time(event.first_at)}, last {clock_time(event.last_at)}, "
-                    f"x{event.count}\n")
+            parts.append(f"exit={event.exit_code}")
+        parts.append(f"x{event.count} {clock_time(event.first_at)}-{clock_time(event.last_at)}")
+        text.append(" · " + " · ".join(parts) + "\n")
         if event.retry is not None:
-            text.append("retry with the same config: allowed\n" if event.retry else
-                        "retry with the same config: NO (fix first)\n")
+            text.append("same-config retry: allowed. " if event.retry else
+                        "same-config retry: NO, fix first. ", style="bold")
         text.append(f"fix: {event.remediation}")
         detail.update(text)
 
