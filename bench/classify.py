@@ -27,7 +27,6 @@ import argparse
 import os
 import random
 import re
-import select
 import shutil
 import statistics
 import subprocess
@@ -44,8 +43,8 @@ from cockpit.models.classify import Finding, LogClassifier
 from cockpit.models.parse import parse_record
 from cockpit.models.rules import TRACEBACK, Rulebook
 from cockpit.services.classify import classify_paths
-from cockpit.services.probe import probe_script
 from cockpit.services.rulebook import load_rulebook
+from tests.test_probe_script import Probe
 
 MIB = 1 << 20
 MB = 1e6
@@ -478,54 +477,14 @@ def throughput(args: argparse.Namespace, root: Path, rulebook: Rulebook) -> tupl
 # --------------------------------------------------------------------------- part 2
 
 
-class LocalProbe:
-    """The real probe.sh, started like `probe_command()` does on a remote, but locally."""
-
-    def __init__(self, root: Path) -> None:
-        tmux = root / "tmux"
-        tmux.mkdir(exist_ok=True)
-        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in close()
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root),
-               "TMUX_TMPDIR": str(tmux), "LC_ALL": "C"}
-        self.proc = subprocess.Popen(["/bin/sh", "-c", probe_script(), "cockpit-probe", "0"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.stderr, env=env, cwd=root)
-        self.seq = 0
-        self.buffer = b""
-
-    def ask(self, *items: str, timeout: float = 30.0) -> bytes:
-        """One tick: the request out, the whole framed record back."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.seq += 1
-        self.proc.stdin.write("\n".join([f"tick {self.seq}", *items, f"end {self.seq}", ""]).encode())
-        self.proc.stdin.flush()
-        end = f"@@end {self.seq}\n".encode()
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while end not in self.buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-                raise RuntimeError(f"probe: no {end!r} within {timeout}s")
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                self.stderr.seek(0)
-                raise RuntimeError(f"probe exited: {self.stderr.read()!r}")
-            self.buffer += chunk
-        cut = self.buffer.index(end) + len(end)
-        record, self.buffer = self.buffer[:cut], self.buffer[cut:]
-        return record
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.stderr.close()
+def local_probe(root: Path) -> Probe:
+    """The real probe.sh under /bin/sh, driven tick by tick like the tests drive it (its own
+    HOME, an empty TMUX_TMPDIR so tmux is never polled, LC_ALL=C)."""
+    tmux = root / "tmux"
+    tmux.mkdir(exist_ok=True)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root),
+           "TMUX_TMPDIR": str(tmux), "LC_ALL": "C"}
+    return Probe(env, root, "0")
 
 
 def appended_mib() -> bytes:
@@ -553,14 +512,14 @@ class Round:
         return sum(self.probe_ms) + sum(self.parse_ms) + sum(self.classify_ms)
 
 
-def read_tail(probe: LocalProbe, rulebook: Rulebook, path: Path, start: int, size: int) -> Round:
+def read_tail(probe: Probe, rulebook: Rulebook, path: Path, start: int, size: int) -> Round:
     """Tick until the cursor reaches the end of `path` (and one empty tick after it)."""
     inode, offset = os.stat(path).st_ino, start
     classifier = LogClassifier(rulebook)
     out = Round()
     for _ in range(64):
         t0 = time.perf_counter()
-        record = probe.ask(f"log {inode} {offset} {path}")
+        record = probe.raw(f"log {inode} {offset} {path}")
         t1 = time.perf_counter()
         snap = parse_record(record, instance="bench", observed_at=time.time())
         t2 = time.perf_counter()
@@ -603,7 +562,7 @@ def per_tick(args: argparse.Namespace, root: Path, rulebook: Rulebook) -> tuple[
         print(f"{name} log: {st.st_size} bytes, {st.st_blocks * 512 / MIB:.1f} MiB on disk, "
               f"cursor at {st.st_size - len(tail)}")
 
-    probes = {name: LocalProbe(root) for name in files}
+    probes = {name: local_probe(root) for name in files}
     rounds: dict[str, list[Round]] = {name: [] for name in files}
     try:
         for round_no in range(1 + args.rounds):  # round 0 warms up
