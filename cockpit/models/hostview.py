@@ -158,6 +158,7 @@ class HostTracker:
         self.kernel_findings: list[Finding] = []
         self._kernel_seen: set[str] = set()
         self._view: tuple[int, QueueView] | None = None
+        self._judged: tuple[int, list[Judgement]] | None = None
         self.version = 0
         """Bumped on every absorbed event, so views redraw only what changed."""
 
@@ -289,8 +290,17 @@ class HostTracker:
         )
 
     def judgements(self, now: float | None = None) -> list[Judgement]:
-        """Run-health judgements about this box and its cells (see `health`)."""
-        return judge(self, time.time() if now is None else now)
+        """Run-health judgements about this box and its cells (see `health`).
+
+        Judged once per absorbed event while connected (they depend on the evidence only);
+        a stale box's text counts time, so it is judged each time.
+        """
+        now = time.time() if now is None else now
+        if self.state.reachability is not Reachability.CONNECTED:
+            return judge(self, now)
+        if self._judged is None or self._judged[0] != self.version:
+            self._judged = (self.version, judge(self, now))
+        return self._judged[1]
 
     def alerts(self, now: float | None = None) -> list[str]:
         """Short texts of what needs attention: alarming judgements and running danger clocks."""
