@@ -18,6 +18,7 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("COCKPIT_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("COCKPIT_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "none")
 

@@ -86,6 +86,10 @@ class Target:
     known_hosts: Any = None  # the asyncssh.SSHKnownHosts read from known_hosts_files
 
 
+CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
+           "aes128-ctr", "aes192-ctr", "aes256-ctr")
+
+
 def _resolve(base: Path, value: str) -> Path:
     path = Path(os.path.expanduser(value))
     return path if path.is_absolute() else base / path
@@ -110,6 +114,9 @@ def build_target(instance: Instance, settings: SshSettings, sweep_dir: Path) -> 
         "connect_timeout": parse_duration(settings.connect_timeout),
         "keepalive_interval": parse_duration(settings.keepalive_interval),
         "keepalive_count_max": settings.keepalive_count_max,
+        # AES-GCM first: with AES-NI it moves ~1.8x the bytes of chacha20 per CPU second
+        # (testbed.md: 506 vs 280 MB/s for an SFTP pull); the rest keep old servers working.
+        "encryption_algs": list(CIPHERS),
     }
     if instance.port is not None:
         kwargs["port"] = instance.port

@@ -1,0 +1,327 @@
+"""The remote manifest and the resumable, verified pull.
+
+- **Manifest**: one remote command per instance (`manifest.sh`) hashes every file under each
+  expected cell folder with `openssl dgst -sha256` (SHA extensions) or `sha256sum`.
+- **Pull**: each file streams over SFTP into `.NAME.cockpit-part` next to its final name,
+  hashed as it arrives; a cut transfer continues from the bytes already on disk (they are
+  re-hashed first). Only when size and SHA-256 match the manifest is the file fsynced and
+  renamed; so a file under its final name always has the manifest's content. Several files
+  move at once; a large file's reads are pipelined by asyncssh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import hashlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from cockpit.models.custody import CellListing, FileEntry, Manifest
+from cockpit.services.remote import Box
+
+PART_SUFFIX = ".cockpit-part"
+CHUNK = 8 << 20
+"""Bytes asked per read: asyncssh splits it into pipelined SFTP requests."""
+PARALLEL_FILES = 4
+MANIFEST_TIMEOUT = 3600.0
+
+
+class ManifestError(Exception):
+    """The remote manifest could not be computed or read."""
+
+
+@cache
+def manifest_script() -> str:
+    """The POSIX sh source that computes a manifest on the box."""
+    return (Path(__file__).with_name("manifest.sh")).read_text(encoding="utf-8")
+
+
+def manifest_argv(root: str, queue_log: str | None, cells: Sequence[str]) -> list[str]:
+    """The argv that runs the manifest script (every value one argument, never parsed)."""
+    return ["/bin/sh", "-c", manifest_script(), "cockpit-manifest", root, queue_log or "", *cells]
+
+
+def _b64(text: str) -> str:
+    try:
+        return base64.b64decode(text, validate=True).decode("utf-8", errors="surrogateescape")
+    except (binascii.Error, ValueError) as exc:
+        raise ManifestError(f"garbled manifest line: {text[:60]!r}") from exc
+
+
+def _safe_rel(rel: str) -> bool:
+    parts = PurePosixPath(rel).parts
+    return bool(parts) and not rel.startswith("/") and ".." not in parts and "\x00" not in rel
+
+
+@dataclass(frozen=True)
+class RemoteState:
+    """A manifest plus the queue's FINISHED lines read in the same command."""
+
+    manifest: Manifest
+    hasher: str
+    finished_lines: tuple[str, ...]
+
+
+def parse_manifest(instance: str, root: str, output: bytes) -> RemoteState:
+    """Read manifest.sh output; anything malformed is an error, never a silent skip."""
+    text = output.decode("ascii", errors="replace")
+    lines = text.split("\n")
+    hasher = ""
+    cells: list[CellListing] = []
+    current: tuple[str, bool, list[FileEntry], list[str]] | None = None
+    extras: list[str] = []
+    marks: list[str] = []
+    section = ""
+    ended = False
+
+    def close_cell() -> None:
+        if current is not None:
+            cells.append(CellListing(current[0], current[1], tuple(current[2]), tuple(current[3])))
+
+    for line in lines:
+        if line.startswith("@@"):
+            head, _, arg = line[2:].partition(" ")
+            section = head
+            if head == "error":
+                raise ManifestError(arg)
+            if head == "hasher":
+                hasher = arg
+            elif head == "cell":
+                close_cell()
+                enc, _, state = arg.partition(" ")
+                current = (_b64(enc), state == "exists", [], [])
+            elif head in ("extra", "marks", "end"):
+                close_cell()
+                current = None
+                if head == "extra":
+                    extras.append(_b64(arg))
+                ended = head == "end"
+            continue
+        if not line:
+            continue
+        if section == "marks":
+            marks.append(line)
+        elif current is not None and line.startswith("F "):
+            parts = line.split(" ")
+            if len(parts) != 4 or not parts[1].isdigit() or len(parts[2]) != 64:
+                raise ManifestError(f"garbled file line: {line[:80]!r}")
+            rel = _b64(parts[3])
+            if not _safe_rel(rel):
+                raise ManifestError(f"unsafe path in manifest: {rel!r}")
+            current[2].append(FileEntry(current[0], rel, int(parts[1]), parts[2].lower()))
+        elif current is not None and line.startswith("R "):
+            current[3].append(_b64(line[2:]))
+        else:
+            raise ManifestError(f"unexpected manifest line: {line[:80]!r}")
+    if not ended:
+        raise ManifestError("the manifest output was cut short (no @@end)")
+    joined = "".join(marks)
+    finished = tuple(base64.b64decode(joined).decode("utf-8", errors="replace").splitlines()) \
+        if joined else ()
+    return RemoteState(Manifest(instance, root, tuple(cells), tuple(extras)), hasher, finished)
+
+
+async def remote_manifest(box: Box, instance: str, root: str, queue_log: str | None,
+                          cells: Sequence[str]) -> RemoteState:
+    """Compute the manifest on the box in one command."""
+    result = await box.run(manifest_argv(root, queue_log, cells), MANIFEST_TIMEOUT)
+    if result.status is None:
+        raise ManifestError("the connection dropped while the manifest was computed")
+    if result.status != 0:
+        detail = (result.stderr or result.stdout).decode(errors="replace").strip()[-300:]
+        raise ManifestError(f"manifest command exited {result.status}: {detail}")
+    return parse_manifest(instance, root, result.stdout)
+
+
+# -- the pull -----------------------------------------------------------------------------
+@dataclass
+class PullProgress:
+    """Bytes, rate and ETA of one instance's pull, for the UI."""
+
+    total: int
+    done: int = 0
+    moved: int = 0
+    """Bytes actually transferred in this run (a resumed or skipped file moves less)."""
+    started: float = field(default_factory=time.monotonic)
+    files_done: int = 0
+    files_total: int = 0
+
+    @property
+    def rate(self) -> float:
+        """Bytes per second moved in this run."""
+        return self.moved / max(time.monotonic() - self.started, 1e-6)
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the current rate."""
+        rate = self.rate
+        return (self.total - self.done) / rate if rate > 0 else None
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    """What happened to one file."""
+
+    entry: FileEntry
+    ok: bool
+    detail: str = ""
+    moved: int = 0
+
+
+class PullMismatch(Exception):
+    """A fully transferred file does not match the manifest (the remote changed)."""
+
+
+def local_path(dest: Path, entry: FileEntry) -> Path:
+    """Where a manifest entry lands: `dest/<cell>/<relpath>`."""
+    return dest / entry.cell / Path(*PurePosixPath(entry.path).parts)
+
+
+def part_path(final: Path) -> Path:
+    """The temporary name a file is written under until it is proven."""
+    return final.with_name(f".{final.name}{PART_SUFFIX}")
+
+
+def sha256_file(path: Path, limit: int | None = None) -> tuple[str, int]:
+    """SHA-256 and length of a local file (or of its first `limit` bytes)."""
+    digest = hashlib.sha256()
+    seen = 0
+    with path.open("rb") as handle:
+        while limit is None or seen < limit:
+            want = CHUNK if limit is None else min(CHUNK, limit - seen)
+            block = handle.read(want)
+            if not block:
+                break
+            digest.update(block)
+            seen += len(block)
+    return digest.hexdigest(), seen
+
+
+def _hash_prefix(part: Path, length: int) -> Any:
+    digest = hashlib.sha256()
+    if length:
+        with part.open("rb") as handle:
+            while block := handle.read(CHUNK):
+                digest.update(block)
+    return digest
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+async def pull_file(box: Box, root: str, dest: Path, entry: FileEntry,
+                    progress: PullProgress | None = None,
+                    on_progress: Callable[[PullProgress], None] | None = None) -> FileOutcome:
+    """Bring one file to `dest` under its final name, or leave a resumable part behind."""
+    final = local_path(dest, entry)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    # Hashing a large local file takes a while: off the event loop (plain file I/O, so a
+    # thread is safe here; asyncssh is never touched from it).
+    if final.is_file() and final.stat().st_size == entry.size and (
+            await asyncio.to_thread(sha256_file, final))[0] == entry.sha256:
+        if progress is not None:
+            progress.done += entry.size
+        return FileOutcome(entry, True, "already here")
+    if final.exists():
+        final.unlink()  # pulled from an older state of the remote: never keep it under this name
+    part = part_path(final)
+    offset = part.stat().st_size if part.is_file() else 0
+    if offset > entry.size:
+        part.unlink()
+        offset = 0
+    # Resume: the bytes already here are re-hashed, not trusted.
+    digest = await asyncio.to_thread(_hash_prefix, part, offset)
+    if progress is not None:
+        progress.done += offset
+    remote = f"{root.rstrip('/')}/{entry.cell}/{entry.path}"
+    moved = 0
+    source = await box.open(remote)
+    try:
+        with part.open("ab") as out:
+            while offset < entry.size:
+                block = await source.read(min(CHUNK, entry.size - offset), offset)
+                if not block:
+                    raise PullMismatch(f"{entry.cell}/{entry.path}: the remote file is shorter "
+                                       f"than the manifest says ({offset} < {entry.size})")
+                out.write(block)
+                digest.update(block)
+                offset += len(block)
+                moved += len(block)
+                if progress is not None:
+                    progress.done += len(block)
+                    progress.moved += len(block)
+                    if on_progress is not None:
+                        on_progress(progress)
+            out.flush()
+            os.fsync(out.fileno())
+    finally:
+        await source.close()
+    if digest.hexdigest() != entry.sha256:
+        part.unlink()
+        raise PullMismatch(f"{entry.cell}/{entry.path}: SHA-256 differs from the manifest "
+                           f"(the remote changed, or the bytes are corrupt); pull again")
+    os.replace(part, final)
+    _fsync_dir(final.parent)
+    return FileOutcome(entry, True, "pulled", moved)
+
+
+@dataclass(frozen=True)
+class PullResult:
+    """Every file's outcome."""
+
+    outcomes: tuple[FileOutcome, ...]
+    bytes_moved: int
+
+    @property
+    def ok(self) -> bool:
+        """All files under their final names with the manifest's content."""
+        return all(o.ok for o in self.outcomes)
+
+    @property
+    def failures(self) -> tuple[FileOutcome, ...]:
+        """Files that did not make it."""
+        return tuple(o for o in self.outcomes if not o.ok)
+
+
+async def pull(box: Box, manifest: Manifest, dest: Path, cells: Sequence[str] | None = None,
+               *, parallel: int = PARALLEL_FILES,
+               on_progress: Callable[[PullProgress], None] | None = None) -> PullResult:
+    """Pull the listed cells' files (all by default) into `dest/<cell>/...`.
+
+    `on_progress` is called after every block and every file (the UI throttles it).
+    A transfer error is reported per file and leaves its part for the next attempt; nothing
+    raises past here except cancellation.
+    """
+    wanted = [f for f in manifest.files if cells is None or f.cell in cells]
+    progress = PullProgress(sum(f.size for f in wanted), files_total=len(wanted))
+    slots = asyncio.Semaphore(parallel)
+    from cockpit.services.remote import TRANSFER_ERRORS
+
+    async def one(entry: FileEntry) -> FileOutcome:
+        async with slots:
+            try:
+                outcome = await pull_file(box, manifest.root, dest, entry, progress, on_progress)
+            except PullMismatch as exc:
+                outcome = FileOutcome(entry, False, str(exc))
+            except TRANSFER_ERRORS as exc:
+                outcome = FileOutcome(entry, False, f"transfer interrupted ({type(exc).__name__}: "
+                                      f"{exc}); pull again to resume")
+            progress.files_done += 1
+            if on_progress is not None:
+                on_progress(progress)
+            return outcome
+
+    outcomes = await asyncio.gather(*(one(f) for f in wanted))
+    return PullResult(tuple(outcomes), progress.moved)
