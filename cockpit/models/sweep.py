@@ -126,6 +126,9 @@ class Sweep(Strict):
     pull_dir: LocalPath = "./pulled"
     interval: Duration = "2s"
     ssh: SshSettings = SshSettings()
+    cli_path: tuple[LocalPath, ...] = ()
+    """Folders searched first for platform CLIs (vastai, runpodctl) when an approved teardown
+    runs (relative to the sweep file)."""
     instances: tuple[Instance, ...]
 
     @field_validator("instances")
