@@ -58,6 +58,28 @@ def _build_parser() -> argparse.ArgumentParser:
     classify.add_argument("--rules", type=Path, action="append", default=[], metavar="FILE",
                           help="an extra rule file (tried before the shipped rules)")
 
+    verify = sub.add_parser(
+        "verify", help="pull each instance's cells and verify them by hash and safe load",
+        description="Reads the roster from each queue file, hashes the cells on the box, pulls "
+                    "them (resumable) into pull_dir/INSTANCE/, hashes and loads every file "
+                    "(weights_only=True) and writes PULL_VERIFIED.json at N/N. Exit 0 only when "
+                    "every chosen instance is N/N with N >= 1; 1 otherwise; 2 on invalid input.")
+    verify.add_argument("sweep", type=Path)
+    verify.add_argument("--instance", action="append", default=[], metavar="NAME",
+                        help="only this instance (repeatable; default: all)")
+    verify.add_argument("--json", action="store_true", help="print a JSON document")
+
+    teardown = sub.add_parser(
+        "teardown", help="print an instance's teardown plan (--dry-run); changes nothing",
+        description="Prints every teardown action of the instance's profile: what it keeps and "
+                    "destroys, whether it is reversible, what keeps billing, the exact command "
+                    "or manual steps, and whether the gate is locked. Running an action is done "
+                    "only from the cockpit's teardown screen, after N/N and a typed approval.")
+    teardown.add_argument("sweep", type=Path)
+    teardown.add_argument("--instance", required=True, metavar="NAME")
+    teardown.add_argument("--dry-run", action="store_true", required=True,
+                          help="required: this command only prints the plan")
+
     profiles = sub.add_parser("profiles", help="list, show and check platform profiles")
     psub = profiles.add_subparsers(dest="action", metavar="ACTION", required=True)
     psub.add_parser("list", help="one line per shipped profile")
@@ -145,6 +167,81 @@ def _cmd_classify(args: argparse.Namespace) -> int:
     if any(r.error for r in reports):
         return EXIT_INVALID
     return EXIT_SOME_FAILED if any(r.severe for r in reports) else EXIT_OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from cockpit.services import ssh
+    from cockpit.services.sweepfile import load_sweep
+    from cockpit.services.verify import (
+        VerifyReport,
+        make_pool,
+        open_box,
+        pull_folder,
+        report_json,
+        report_text,
+        run_verification,
+    )
+    from cockpit.services.yamlfile import ConfigError
+
+    try:
+        loaded = load_sweep(args.sweep)
+        chosen = [loaded.sweep.instance(n) for n in args.instance] or list(loaded.sweep.instances)
+    except ConfigError as exc:
+        return _print_config_error(exc)
+    except KeyError as exc:
+        print(f"no instance {exc.args[0]!r} in {args.sweep}", file=sys.stderr)
+        return EXIT_INVALID
+    pull_dir = (loaded.directory / loaded.sweep.pull_dir).resolve()
+
+    async def run_all() -> list[VerifyReport]:
+        reports = []
+        with make_pool() as pool:
+            for inst in chosen:
+                try:
+                    box = await open_box(inst, lambda i: ssh.build_target(
+                        i, loaded.sweep.ssh, loaded.directory))
+                except Exception as exc:  # any connect failure is reported for this instance
+                    reports.append(VerifyReport(inst.name, error=f"cannot connect: {exc}"))
+                    continue
+                def stage(text: str, name: str = inst.name) -> None:
+                    if not args.json:
+                        print(f"{name}: {text}", file=sys.stderr)
+
+                try:
+                    reports.append(await run_verification(
+                        box, inst, pull_folder(pull_dir, inst.name), loaded.sweep.sweep, pool,
+                        on_stage=stage))
+                finally:
+                    await box.close()
+        return reports
+
+    reports = asyncio.run(run_all())
+    if args.json:
+        print(json.dumps({"sweep": loaded.sweep.sweep, "instances": [report_json(r) for r in reports]},
+                         indent=2, ensure_ascii=False))
+    else:
+        for report in reports:
+            print(report_text(report))
+    ok = all(r.verification is not None and r.verification.complete for r in reports)
+    return EXIT_OK if ok else EXIT_SOME_FAILED
+
+
+def _cmd_teardown(args: argparse.Namespace) -> int:
+    from cockpit.services.plan import plan_text
+    from cockpit.services.sweepfile import load_sweep
+    from cockpit.services.yamlfile import ConfigError
+
+    try:
+        loaded = load_sweep(args.sweep)
+        inst = loaded.sweep.instance(args.instance)
+    except ConfigError as exc:
+        return _print_config_error(exc)
+    except KeyError:
+        print(f"no instance {args.instance!r} in {args.sweep}", file=sys.stderr)
+        return EXIT_INVALID
+    pull_dir = (loaded.directory / loaded.sweep.pull_dir).resolve()
+    print(plan_text(inst, loaded.profiles[inst.profile], pull_dir))
+    return EXIT_OK
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -249,6 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {
         "profiles": _cmd_profiles,
         "classify": _cmd_classify,
+        "verify": _cmd_verify,
+        "teardown": _cmd_teardown,
         "status": _cmd_status,
         "trust": _cmd_trust,
         "demo": _cmd_demo,

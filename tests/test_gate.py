@@ -169,3 +169,15 @@ def test_render_keeps_hostile_values_literal() -> None:
         render_step(Instance(name="v1", profile="vastai", host="h"), DESTROY)
     manual = render_step(INSTANCE, BY_HAND)
     assert manual.argv is None and manual.command_text == "(by hand)"
+
+
+def test_env_vars_stay_literal_until_run() -> None:
+    from cockpit.models.gate import fill_env
+
+    api = TeardownAction(id="terminate", label="t", stops_meter="yes", reversible=False,
+                         command='curl -u "$API_KEY:" -d \'{{"ids":["{instance_id}"]}}\' https://x/api')
+    step = render_step(INSTANCE, api)
+    assert step.command_text == 'curl -u \'$API_KEY:\' -d \'{"ids":["4242"]}\' https://x/api'
+    assert fill_env(step, {"API_KEY": "s3cret"})[2] == "s3cret:"
+    with pytest.raises(NotRunnable, match=r"needs \$API_KEY"):
+        fill_env(step, {})

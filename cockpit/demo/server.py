@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -259,6 +260,7 @@ class DemoFleet:
             known_lines.append(f"[127.0.0.1]:{box.port} {public}")
         (self.root / "known_hosts").write_text("\n".join(known_lines) + "\n")
         self._write_ssh_config(key_path)
+        self._write_cli_stand_ins()
         sweep = self._write_sweep()
         for box in self.boxes:
             box.start_queue()
@@ -275,6 +277,21 @@ class DemoFleet:
                 f"  UserKnownHostsFile {self.root / 'known_hosts'}\n"
             )
         (self.root / "ssh_config").write_text("\n".join(blocks))
+
+    def _write_cli_stand_ins(self) -> None:
+        """`vastai` and `runpodctl` stand-ins in DIR/bin (the sweep's cli_path): an approved
+        teardown of a demo box runs one, which records the call in DIR/teardown-calls.log."""
+        bin_dir = self.root / "bin"
+        bin_dir.mkdir(exist_ok=True)
+        calls = shlex.quote(str(self.root / "teardown-calls.log"))
+        for tool in ("vastai", "runpodctl"):
+            script = bin_dir / tool
+            script.write_text(
+                "#!/bin/sh\n"
+                f"# cockpit demo stand-in for the {tool} CLI: records the call, touches nothing.\n"
+                f"printf '%s %s\\n' \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\" \"{tool} $*\" >> {calls}\n"
+                f"echo \"(demo) {tool} $*: recorded in teardown-calls.log; no real instance exists\"\n")
+            script.chmod(0o755)
 
     def _write_sweep(self) -> Path:
         import yaml
@@ -302,6 +319,7 @@ class DemoFleet:
             "pull_dir": str(self.root / "pulled"),
             "interval": "2s",
             "ssh": {"config": ["ssh_config"], "known_hosts": ["known_hosts"]},
+            "cli_path": ["bin"],
             "instances": instances,
         }
         path = self.root / "sweep.yaml"

@@ -193,6 +193,13 @@ class Verification:
         """N/N with N >= 1: the only state that can unlock an irreversible action."""
         return self.expected >= 1 and self.loaded == self.expected
 
+    def excluding(self, cell: str, reason: str) -> Verification:
+        """The same verification with `cell` removed from N by the user (reason recorded)."""
+        verdicts = tuple(CellVerdict(v.cell, CellStatus.EXCLUDED, (reason,)) if v.cell == cell else v
+                         for v in self.verdicts)
+        return Verification(self.instance, self.manifest_digest, verdicts, self.bytes_pulled,
+                            self.verified_at, self.extras)
+
     @property
     def summary(self) -> str:
         """`7/8 loaded` (plus how many were excluded)."""
@@ -207,10 +214,12 @@ def headline_metric(doc: object) -> str:
     if not isinstance(doc, dict):
         return ""
     parts = []
+    named = doc.get("metric")  # some trainers name their headline key: {"metric": "val_acc"}
+    keys = (named, *HEADLINE_KEYS) if isinstance(named, str) else HEADLINE_KEYS
     epoch = doc.get("epoch")
     if isinstance(epoch, int | float) and not isinstance(epoch, bool):
         parts.append(f"epoch={epoch:g}")
-    for key in HEADLINE_KEYS:
+    for key in keys:
         value = doc.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             parts.append(f"{key}={value:.4g}")

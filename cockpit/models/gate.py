@@ -18,7 +18,9 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -27,6 +29,7 @@ from cockpit.models.profile import TeardownAction
 from cockpit.models.sweep import Instance
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
+ENV_VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 class GateState(Enum):
@@ -56,6 +59,9 @@ class TeardownStep:
     action: TeardownAction
     argv: tuple[str, ...] | None
     manual_steps: tuple[str, ...] = ()
+    env_vars: tuple[str, ...] = ()
+    """`$NAME`s of the template (an API key): shown as written, filled from the environment
+    only when the command runs, so a secret never reaches the screen or the audit log."""
 
     @property
     def irreversible(self) -> bool:
@@ -92,7 +98,24 @@ def render_step(instance: Instance, action: TeardownAction) -> TeardownStep:
         filled = {k: shlex.quote(v) if shell and v is not None else (v or "")
                   for k, v in values.items()}
         argv.append(word.format(**filled))
-    return TeardownStep(instance.name, action, tuple(argv), action.manual_steps)
+    env_vars = tuple(dict.fromkeys(ENV_VAR.findall(action.command)))
+    return TeardownStep(instance.name, action, tuple(argv), action.manual_steps, env_vars)
+
+
+def fill_env(step: TeardownStep, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The argv to execute: the template's `$NAME`s filled from `environ`."""
+    if step.argv is None:
+        raise NotRunnable(f"{step.action.id} is done by hand")
+    missing = [name for name in step.env_vars if name not in environ]
+    if missing:
+        raise NotRunnable(f"{step.action.id} needs {', '.join('$' + m for m in missing)} in "
+                          f"the environment")
+    names = set(step.env_vars)
+
+    def value(match: re.Match[str]) -> str:
+        return environ[match[1]] if match[1] in names else match[0]
+
+    return tuple(ENV_VAR.sub(value, word) for word in step.argv)
 
 
 _MINT = object()
@@ -134,8 +157,8 @@ class Gate:
         """A verification finished: N/N unlocks, anything less locks."""
         if verification.instance != self.instance:
             raise GateError(f"verification of {verification.instance}, not {self.instance}")
-        if self.state in (GateState.APPROVED, GateState.EXECUTING):
-            raise GateError(f"cannot re-verify while {self.state.value}")
+        if self.state in (GateState.APPROVED, GateState.EXECUTING, GateState.DONE):
+            raise GateError(f"cannot re-verify: {self.state.value}")
         if not verification.complete:
             self.verification = None
             why = "no cells" if verification.expected < 1 else "not N/N"

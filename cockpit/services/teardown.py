@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cockpit.models.gate import ApprovedPlan, Gate, GateError
+from cockpit.models.gate import ApprovedPlan, Gate, GateError, fill_env
 from cockpit.services.audit import append_audit
 
 OUTPUT_TAIL = 4000
@@ -88,6 +88,7 @@ async def execute(
     """Run an approved command step (argv, no shell) and record it."""
     if plan.step.argv is None:
         raise GateError("this action has no command: it is done by hand (confirm_by_hand)")
+    argv = fill_env(plan.step, os.environ)  # before the gate moves: a missing key is not a run
     await _fresh(gate, plan, fresh_digest)
     gate.start(plan)
     env = dict(os.environ)
@@ -96,7 +97,7 @@ async def execute(
     code: int | None
     try:
         proc = await asyncio.create_subprocess_exec(
-            *plan.step.argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             stdin=asyncio.subprocess.DEVNULL, env=env)
     except OSError as exc:
         result = ExecResult(None, f"could not start {plan.step.argv[0]!r}: {exc.strerror or exc}")

@@ -11,6 +11,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -44,10 +45,33 @@ MARKER = "PULL_VERIFIED.json"
 MARKER_SCHEMA = "cockpit/PULL-VERIFIED/v1"
 
 
-def make_pool(workers: int | None = None) -> ProcessPoolExecutor:
-    """Worker processes for hashing and loading (spawned: safe next to an event loop)."""
+def _quiet_worker() -> None:
+    """A worker's stdout and stderr go nowhere: under the TUI they would scribble on the
+    screen (torch can print warnings on import)."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+
+
+def make_pool(workers: int | None = None, *, quiet: bool = False) -> ProcessPoolExecutor:
+    """Worker processes for hashing and loading (spawned: safe next to an event loop).
+
+    multiprocessing's resource tracker is started here with the process's real stderr: under
+    Textual `sys.stderr` is a capture object without a usable file descriptor, and starting
+    the tracker from there fails (`bad value(s) in fds_to_keep`).
+    """
+    from multiprocessing import resource_tracker
+
+    saved = sys.stderr
+    try:
+        sys.stderr = sys.__stderr__
+        resource_tracker.ensure_running()
+    finally:
+        sys.stderr = saved
     count = workers or max(1, min(4, os.cpu_count() or 1))
-    return ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_quiet_worker if quiet else None)
 
 
 class VerifyError(Exception):
@@ -280,3 +304,61 @@ async def run_verification(
     report.marker = write_marker(dest, report.verification, sweep)
     stage(report.verification.summary)
     return report
+
+
+def pull_folder(pull_dir: Path, instance: str) -> Path:
+    """Where one instance's cells are pulled: `<pull_dir>/<instance>/`."""
+    return pull_dir / instance
+
+
+async def open_box(instance: Instance, target_for: Callable[[Instance], object]) -> Box:
+    """A Box for `instance`: this machine for `host: local`, else a new SSH connection."""
+    from cockpit.services import ssh
+    from cockpit.services.remote import LocalBox, SshBox
+
+    if instance.is_local:
+        return LocalBox()
+    target = target_for(instance)
+    assert isinstance(target, ssh.Target)
+    return SshBox(await ssh.connect(target), owns=True)
+
+
+def report_json(report: VerifyReport) -> dict[str, object]:
+    """One instance's report as JSON (for `cockpit verify --json`)."""
+    v = report.verification
+    return {
+        "instance": report.instance,
+        "error": report.error or None,
+        "expected": v.expected if v else None,
+        "loaded": v.loaded if v else None,
+        "complete": bool(v and v.complete),
+        "manifest_sha256": v.manifest_digest if v else None,
+        "bytes": v.bytes_pulled if v else 0,
+        "marker": str(report.marker) if report.marker else None,
+        "extras": list(v.extras) if v else [],
+        "pull_failures": [f"{o.entry.cell}/{o.entry.path}: {o.detail}"
+                          for o in (report.pull.failures if report.pull else ())],
+        "cells": [{"cell": c.cell, "status": c.status.value, "reasons": list(c.reasons),
+                   "metric": c.metric or None, "bytes": c.bytes} for c in (v.verdicts if v else ())],
+    }
+
+
+def report_text(report: VerifyReport) -> str:
+    """One instance's report for a terminal."""
+    lines = [f"== {report.instance}"]
+    if report.error:
+        return "\n".join([*lines, f"ERROR {report.error}", "NOT VERIFIED", ""])
+    v = report.verification
+    assert v is not None
+    for verdict in v.verdicts:
+        if verdict.status is CellStatus.OK:
+            lines.append(f"OK      {verdict.cell}  {verdict.metric}  ({verdict.bytes} bytes)")
+        else:
+            lines.append(f"{verdict.status.value.upper():<7} {verdict.cell}: {verdict.reason}")
+    for extra in v.extras:
+        lines.append(f"NOTE    unexpected extra directory on the box: {extra}/")
+    for outcome in report.pull.failures if report.pull else ():
+        lines.append(f"PULL    {outcome.entry.cell}/{outcome.entry.path}: {outcome.detail}")
+    lines.append(f"{v.summary}, {v.bytes_pulled} bytes, manifest {v.manifest_digest[:16]}")
+    lines.append(f"PULL VERIFIED: {report.marker}" if report.marker else "NOT VERIFIED")
+    return "\n".join([*lines, ""])

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import PurePath
 from typing import Any, ClassVar
 
@@ -21,17 +22,23 @@ from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
 
 from cockpit.models.events import FleetEvent, HostStateChanged
+from cockpit.models.gate import ApprovedPlan, GateError
 from cockpit.models.hostview import HostTracker
 from cockpit.models.rules import Rulebook
 from cockpit.models.snapshot import Reachability
+from cockpit.services import ssh
 from cockpit.services.acks import AckStore
+from cockpit.services.custody import Custody
 from cockpit.services.fleet import Fleet
+from cockpit.services.remote import Box, LocalBox, SshBox
 from cockpit.services.resources import shipped_dir
 from cockpit.services.rulebook import load_rulebook
 from cockpit.services.sweepfile import LoadedSweep
+from cockpit.services.verify import make_pool, pull_folder
 from cockpit.services.yamlfile import ConfigError
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.commands import CockpitCommands
+from cockpit.ui.custody import VerifyScreen
 from cockpit.ui.fleet import FleetScreen
 from cockpit.ui.modals import DangerBanner, HelpScreen, HostKeyScreen
 from cockpit.ui.render import Palette
@@ -89,6 +96,8 @@ class CockpitApp(App[int]):
         self._prompted_keys: set[tuple[str, str, str]] = set()
         self.repaints = 0
         self.first_frame_at: float | None = None
+        self.custody: dict[str, Custody] = {}
+        self._pool: ProcessPoolExecutor | None = None
 
     def get_default_screen(self) -> Screen[Any]:
         return FleetScreen()
@@ -261,6 +270,79 @@ class CockpitApp(App[int]):
     def open_box(self, name: str) -> None:
         """Push the box screen of `name`."""
         self.push_screen(BoxScreen(name))
+
+    # -- custody: verify and teardown -----------------------------------------------------------
+    def custody_of(self, name: str) -> Custody:
+        """The verification and teardown state of `name` (made on first use)."""
+        custody = self.custody.get(name)
+        if custody is None:
+            tracker = self.trackers[name]
+            sweep, base = self.loaded.sweep, self.loaded.directory
+            custody = Custody(tracker.instance, tracker.profile, sweep.sweep,
+                              pull_folder((base / sweep.pull_dir).resolve(), name),
+                              tuple(base / p for p in sweep.cli_path), self._box_factory(name))
+            self.custody[name] = custody
+        return custody
+
+    def _box_factory(self, name: str) -> Callable[[], Awaitable[tuple[Box, bool]]]:
+        async def factory() -> tuple[Box, bool]:
+            instance = self.trackers[name].instance
+            if instance.is_local:
+                return LocalBox(), False
+            watcher = self.fleet.watchers.get(name) if self.fleet is not None else None
+            if watcher is not None and watcher.conn is not None:
+                return SshBox(watcher.conn), True  # the live connection; only SFTP is closed
+            target = ssh.build_target(instance, self.loaded.sweep.ssh, self.loaded.directory)
+            return SshBox(await ssh.connect(target), owns=True), True
+
+        return factory
+
+    def open_verify(self, name: str) -> None:
+        """Push the verify screen of `name`."""
+        self.push_screen(VerifyScreen(name))
+
+    def cause_of(self, name: str, cell: str) -> str:
+        """The classified failure of a cell, `CUDA out of memory (PyTorch allocator) [M2]`."""
+        events = self.trackers[name].failures.for_cell(cell)
+        event = min(events, key=lambda e: (not e.severe, e.first_at)) if events else None
+        if event is None:
+            return ""
+        return f"{event.title} [{event.rule_id}]" if event.rule_id else event.title
+
+    def start_verify(self, name: str) -> None:
+        """Pull and verify `name` in an async worker (loading happens in worker processes)."""
+        if self._pool is None:
+            self._pool = make_pool(quiet=True)
+        pool = self._pool
+        tracker = self.trackers[name]
+        causes = {cell: self.cause_of(name, cell) for cell in {e.cell for e in tracker.failures.events}}
+        self.run_worker(self.custody_of(name).verify(pool, causes), group=f"verify-{name}",
+                        exclusive=True, exit_on_error=False)
+
+    def start_teardown(self, name: str, plan: ApprovedPlan) -> None:
+        """Run (or record as done by hand) an approved step in an async worker."""
+        custody = self.custody_of(name)
+
+        async def go() -> None:
+            try:
+                if plan.step.argv is None:
+                    result = await custody.by_hand(plan, True)
+                else:
+                    result = await custody.run(plan)
+            except GateError as exc:
+                custody.output.append(f"refused: {exc}\n")
+                custody.changed()
+                self.notify(f"{name}: {exc}", severity="error", timeout=8)
+                return
+            self.notify(f"{name}: {plan.step.action.label} "
+                        f"{'done' if result.ok else 'FAILED'} (recorded in the audit log)",
+                        severity="information" if result.ok else "error", timeout=6)
+
+        self.run_worker(go(), group=f"teardown-{name}", exclusive=True, exit_on_error=False)
+
+    def on_unmount(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
 
     def reconnect(self, name: str) -> None:
         """Reconnect one box now (no remote side effect)."""

@@ -39,6 +39,7 @@ class BoxScreen(Screen[None]):
         Binding("escape", "back", "Back to fleet"),
         Binding("slash", "filter", "Filter failures"),
         Binding("r", "reconnect", "Reconnect"),
+        Binding("v", "verify", "Verify & teardown"),
         Binding("tab", "focus_next", "Next panel", show=False),
     ]
 
@@ -229,6 +230,9 @@ class BoxScreen(Screen[None]):
 
     def action_reconnect(self) -> None:
         self.cockpit.reconnect(self.instance)
+
+    def action_verify(self) -> None:
+        self.cockpit.open_verify(self.instance)
 
     def tables(self) -> dict[str, DataTable[Any]]:
         """The queue and failure tables (for tests)."""

@@ -55,6 +55,7 @@ class FleetScreen(Screen[None]):
         Binding("r", "reconnect", "Reconnect"),
         Binding("k", "host_key", "Host key"),
         Binding("b", "banner", "Danger clocks"),
+        Binding("v", "verify", "Verify & teardown"),
     ]
 
     def __init__(self) -> None:
@@ -179,6 +180,11 @@ class FleetScreen(Screen[None]):
         name = self.selected()
         if name is not None:
             self.cockpit.show_host_key(name)
+
+    def action_verify(self) -> None:
+        name = self.selected()
+        if name is not None:
+            self.cockpit.open_verify(name)
 
     def action_banner(self) -> None:
         name = self.selected()

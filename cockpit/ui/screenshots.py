@@ -22,6 +22,7 @@ from cockpit.services.acks import AckStore
 from cockpit.services.sweepfile import LoadedSweep, load_sweep
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.box import BoxScreen
+from cockpit.ui.custody import TeardownScreen, VerifyScreen
 from cockpit.ui.modals import DangerBanner, HostKeyScreen
 from cockpit.ui.themes import shipped_themes
 
@@ -91,6 +92,20 @@ async def _shoot_theme(sweep: Path, theme: str, out: Path, state: Path) -> list[
         await pilot.pause(0.5)
         save(app, "box")
         await pilot.press("escape")
+        # v1's queue is short: verify it to N/N, then look at its (now open) teardown plan.
+        await _until(app, lambda: app.trackers["v1"].queue_view().done, "v1's queue to finish", 90)
+        app.open_verify("v1")
+        await _until(app, lambda: isinstance(app.screen, VerifyScreen), "the verify screen")
+        await pilot.press("p")
+        custody = app.custody_of("v1")
+        await _until(app, lambda: custody.report is not None and not custody.busy, "verification", 90)
+        await pilot.pause(1.0)
+        save(app, "verify")
+        await pilot.press("t")
+        await _until(app, lambda: isinstance(app.screen, TeardownScreen), "the teardown screen")
+        await pilot.press("down")
+        await pilot.pause(1.0)
+        save(app, "teardown")
 
     for kind in ("unknown", "changed"):
         loaded = _key_variant(sweep.parent, kind)
@@ -117,13 +132,16 @@ def write_screenshots(out: Path) -> list[Path]:
         # Approvals and acknowledgements made while shooting stay in the temp dir.
         previous = os.environ.get("COCKPIT_STATE_DIR")
         os.environ["COCKPIT_STATE_DIR"] = str(state)
+        previous_data = os.environ.get("COCKPIT_DATA_DIR")
+        os.environ["COCKPIT_DATA_DIR"] = str(state)
         try:
             with serving_in_child(root / "demo", root / "server.log") as sweep:
                 for theme in shipped_themes():
                     written += asyncio.run(_shoot_theme(sweep, theme.name, out, state))
         finally:
-            if previous is None:
-                os.environ.pop("COCKPIT_STATE_DIR", None)
-            else:
-                os.environ["COCKPIT_STATE_DIR"] = previous
+            for name, value in (("COCKPIT_STATE_DIR", previous), ("COCKPIT_DATA_DIR", previous_data)):
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
     return written

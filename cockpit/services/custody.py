@@ -1,0 +1,162 @@
+"""One instance's road from "cells finished" to "torn down", as the TUI drives it.
+
+Holds the gate, the last verification report, the user's exclusions, pull progress and the
+output of an executed action; runs verification, exclusion, the fresh-manifest check and
+approved steps through the services. No Textual here: the screens only call these methods
+from async workers and redraw from the state.
+
+The gate starts locked in every session: an earlier PULL_VERIFIED.json is a receipt, not a
+verification of what is on the box now (re-verifying pulled cells moves no bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cockpit.models.custody import CellStatus
+from cockpit.models.gate import ApprovedPlan, Gate, GateError, GateState
+from cockpit.models.profile import Profile
+from cockpit.models.sweep import Instance
+from cockpit.services.audit import append_audit
+from cockpit.services.pull import PullProgress, remote_manifest
+from cockpit.services.remote import Box
+from cockpit.services.teardown import ExecResult, confirm_by_hand, execute
+from cockpit.services.verify import VerifyReport, run_verification, write_marker
+
+BoxFactory = Callable[[], Awaitable[tuple[Box, bool]]]
+"""Returns a box and whether the caller must close it (False when it reuses the fleet's)."""
+
+
+@dataclass
+class Custody:
+    """Verification and teardown state of one instance."""
+
+    instance: Instance
+    profile: Profile
+    sweep: str
+    dest: Path
+    cli_path: tuple[Path, ...]
+    box_factory: BoxFactory
+    gate: Gate = field(init=False)
+    report: VerifyReport | None = None
+    excluded: dict[str, str] = field(default_factory=dict)
+    progress: PullProgress | None = None
+    stage: str = ""
+    busy: bool = False
+    output: list[str] = field(default_factory=list)
+    version: int = 0
+    """Bumped on every change, so screens redraw only when something moved."""
+
+    def __post_init__(self) -> None:
+        self.gate = Gate(self.instance.name)
+
+    def changed(self) -> None:
+        """Mark the state as changed."""
+        self.version += 1
+
+    async def _with_box(self, use: Callable[[Box], Awaitable[object]]) -> object:
+        box, owned = await self.box_factory()
+        try:
+            return await use(box)
+        finally:
+            if owned:
+                await box.close()
+
+    async def verify(self, pool: Executor, causes: Mapping[str, str]) -> VerifyReport:
+        """Roster, manifest, pull, hash and load; the gate follows the result."""
+        self.busy = True
+        self.progress = None
+        self.changed()
+
+        def on_stage(text: str) -> None:
+            self.stage = text
+            self.changed()
+
+        def on_progress(progress: PullProgress) -> None:
+            self.progress = progress
+            self.changed()
+
+        async def go(box: Box) -> VerifyReport:
+            return await run_verification(box, self.instance, self.dest, self.sweep, pool,
+                                          excluded=self.excluded, causes=causes,
+                                          on_stage=on_stage, on_progress=on_progress)
+
+        try:
+            report = await self._with_box(go)
+            assert isinstance(report, VerifyReport)
+        except Exception as exc:  # a connection that cannot be opened: shown, not raised
+            report = VerifyReport(self.instance.name, error=f"cannot reach the box: {exc}")
+        finally:
+            self.busy = False
+        self.report = report
+        if report.verification is not None and self.gate.state not in (
+                GateState.APPROVED, GateState.EXECUTING, GateState.DONE):
+            self.gate.verified(report.verification)
+        self.stage = report.error or (report.verification.summary if report.verification else "")
+        self.changed()
+        return report
+
+    def exclude(self, cell: str, typed: str, cause: str) -> None:
+        """Remove a cell that failed on the box from N, after the user typed its name."""
+        report = self.report
+        if report is None or report.verification is None:
+            raise GateError("verify first")
+        verdict = next((v for v in report.verification.verdicts if v.cell == cell), None)
+        if verdict is None or verdict.status is not CellStatus.FAILED_ON_BOX:
+            raise GateError(f"only a cell that failed on the box can be excluded ({cell} is "
+                            f"{verdict.status.value if verdict else 'unknown'})")
+        if typed != cell:
+            raise GateError(f"typed {typed!r}, not the cell name {cell!r}: not excluded")
+        reason = f"excluded by the user: failed on the box ({cause or verdict.reason})"
+        append_audit({"event": "exclude", "instance": self.instance.name, "cell": cell,
+                      "failure": cause or verdict.reason, "typed": typed,
+                      "manifest_sha256": report.verification.manifest_digest})
+        self.excluded[cell] = reason
+        report.verification = report.verification.excluding(cell, reason)
+        report.marker = write_marker(self.dest, report.verification, self.sweep)
+        self.gate.verified(report.verification)
+        self.changed()
+
+    async def fresh_digest(self) -> str:
+        """The remote manifest of the same roster, recomputed now."""
+        report = self.report
+        if report is None or not report.expected or not self.instance.durable_root:
+            raise GateError("nothing verified to compare with")
+        root, expected = self.instance.durable_root, report.expected
+
+        async def go(box: Box) -> str:
+            state = await remote_manifest(box, self.instance.name, root, None, expected)
+            return state.manifest.digest
+
+        digest = await self._with_box(go)
+        assert isinstance(digest, str)
+        return digest
+
+    async def run(self, plan: ApprovedPlan) -> ExecResult:
+        """Execute an approved command step, streaming its output into `output`."""
+        self.output = [f"$ {plan.step.command_text}\n"]
+        self.busy = True
+        self.changed()
+
+        def line(text: str) -> None:
+            self.output.append(text)
+            self.changed()
+
+        try:
+            result = await execute(self.gate, plan, fresh_digest=self.fresh_digest,
+                                   cli_path=self.cli_path, on_output=line)
+        finally:
+            self.busy = False
+            self.changed()
+        self.output.append(f"[exit {result.exit_code}]\n")
+        return result
+
+    async def by_hand(self, plan: ApprovedPlan, done: bool) -> ExecResult:
+        """Record a manual step the user confirmed (or not)."""
+        result = await confirm_by_hand(self.gate, plan, done=done, fresh_digest=self.fresh_digest)
+        self.output = [f"{plan.step.action.label}: {result.output}\n"]
+        self.changed()
+        return result

@@ -1,0 +1,91 @@
+"""The teardown plan of one instance, for `cockpit teardown --dry-run` and the teardown screen.
+
+Each profile action with what it keeps and destroys, whether it is reversible, what keeps
+billing afterwards, and the exact command (rendered for this instance, quoted as a shell
+would need it) or the manual steps. A reversible action that stops the meter comes first:
+it is the safe first move while the results are still being made safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from cockpit.models.gate import NotRunnable, TeardownStep, render_step
+from cockpit.models.profile import Profile, TeardownAction
+from cockpit.models.sweep import Instance
+from cockpit.services.verify import read_marker
+
+
+@dataclass(frozen=True)
+class ActionView:
+    """One action as the user sees it before approving."""
+
+    action: TeardownAction
+    step: TeardownStep | None
+    problem: str
+    """Why it cannot be run (e.g. no instance_id in the sweep); empty when it can."""
+    billing: str
+
+
+def billing_after(action: TeardownAction, profile: Profile) -> str:
+    """What keeps costing money after `action`."""
+    bill = profile.billing
+    if action.stops_meter == "no":
+        return "the meter keeps running"
+    if action.reversible and bill.stopped_still_bills:
+        return f"still bills: {bill.while_stopped}"
+    if action.stops_meter == "partial":
+        return f"partly: {bill.while_stopped}"
+    kept = ", ".join(action.keeps)
+    return f"what it keeps may still bill ({kept})" if kept else "nothing of this instance"
+
+
+def plan_actions(instance: Instance, profile: Profile) -> list[ActionView]:
+    """Every teardown action, a reversible meter-stopping one first."""
+    views = []
+    for action in profile.teardown.actions:
+        try:
+            step: TeardownStep | None = render_step(instance, action)
+            problem = ""
+        except NotRunnable as exc:
+            step, problem = None, str(exc)
+        views.append(ActionView(action, step, problem, billing_after(action, profile)))
+    return sorted(views, key=lambda v: not (v.action.reversible and v.action.stops_meter != "no"))
+
+
+def lock_line(pull_dir: Path, instance: Instance) -> str:
+    """The gate as the last PULL_VERIFIED.json left it (the manifest is rechecked before running)."""
+    marker = read_marker(pull_dir / instance.name)
+    if marker is None:
+        return "LOCKED: not verified (run `cockpit verify` or the verify screen first)"
+    return (f"verified {marker.get('loaded')}/{marker.get('expected')} at {marker.get('verified_at_utc')}, "
+            f"manifest {str(marker.get('manifest_sha256'))[:16]}; the remote manifest is recomputed "
+            f"right before an irreversible action runs, and any change re-locks it")
+
+
+def plan_text(instance: Instance, profile: Profile, pull_dir: Path) -> str:
+    """The whole plan as text. Reads only local files; changes nothing."""
+    lines = [f"Teardown plan for {instance.name} ({profile.display_name}); dry run: nothing is run.",
+             f"Gate: {lock_line(pull_dir, instance)}", ""]
+    for view in plan_actions(instance, profile):
+        action = view.action
+        kind = "reversible" if action.reversible else "IRREVERSIBLE"
+        lines.append(f"[{action.id}] {action.label} — {kind}, stops meter: {action.stops_meter}")
+        lines.append(f"  keeps:    {', '.join(action.keeps) or '-'}")
+        lines.append(f"  destroys: {', '.join(action.destroys) or '-'}")
+        lines.append(f"  billing:  {view.billing}")
+        if view.problem:
+            lines.append(f"  cannot run: {view.problem}")
+        elif view.step is not None and view.step.argv is not None:
+            lines.append(f"  command:  {view.step.command_text}")
+        for step in action.manual_steps:
+            lines.append(f"  by hand:  {step}")
+        if action.postcheck:
+            lines.append(f"  check:    {action.postcheck}")
+        if action.note:
+            lines.append(f"  note:     {action.note}")
+        if not action.reversible:
+            lines.append("  needs:    N/N verified and fresh, then the instance name typed")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,374 @@
+"""The verify screen, the teardown screen and the typed-confirmation dialog.
+
+Keyboard only. Verification runs as an async worker (never a thread: asyncssh is bound to
+the app's loop) and loading happens in worker processes. Nothing irreversible is reachable
+without N/N, a fresh manifest and the instance name typed in `ConfirmByTyping`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from cockpit.models.custody import CellStatus
+from cockpit.models.durations import format_duration
+from cockpit.models.gate import GateError, GateState
+from cockpit.services.custody import Custody
+from cockpit.services.plan import ActionView, plan_actions
+from cockpit.ui.fleet import upsert_row
+
+if TYPE_CHECKING:
+    from cockpit.ui.app import CockpitApp
+
+VERIFY_COLUMNS = ("cell", "status", "metric", "bytes", "reason")
+ACTION_COLUMNS = ("action", "kind", "lock", "meter", "keeps", "destroys")
+
+
+def human_bytes(count: float) -> str:
+    """`1.2 GiB`."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(count) < 1024 or unit == "TiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} TiB"
+
+
+class ConfirmByTyping(ModalScreen[str | None]):
+    """Approve by typing a name exactly; dismisses with what was typed, or None (esc)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, body: Text, expected: str) -> None:
+        super().__init__(classes="banner")
+        self.title_text = title
+        self.body = body
+        self.expected = expected
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(Text(self.title_text, style="bold"), id="dialog-title")
+            with VerticalScroll(id="dialog-body"):
+                yield Static(self.body)
+            yield Input(placeholder=f"type {self.expected} and press enter", id="confirm-input")
+            yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#confirm-input", Input).focus()
+
+    @on(Input.Submitted, "#confirm-input")
+    def _submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class _CustodyScreen(Screen[None]):
+    """Shared plumbing of the verify and teardown screens."""
+
+    def __init__(self, instance: str, classes: str) -> None:
+        super().__init__(classes=classes)
+        self.instance = instance
+        self.seen = -1
+
+    @property
+    def cockpit(self) -> CockpitApp:
+        """The app, typed."""
+        from cockpit.ui.app import CockpitApp
+
+        assert isinstance(self.app, CockpitApp)
+        return self.app
+
+    @property
+    def custody(self) -> Custody:
+        """This instance's verification and teardown state."""
+        return self.cockpit.custody_of(self.instance)
+
+    def on_mount(self) -> None:
+        self.set_interval(0.5, self._tick)
+        self.redraw(force=True)
+
+    def _tick(self) -> None:
+        self.redraw()
+
+    def redraw(self, force: bool = False) -> None:
+        """Redraw when the custody state moved."""
+        if not force and self.custody.version == self.seen:
+            return
+        self.seen = self.custody.version
+        self.render_state()
+
+    def render_state(self) -> None:
+        """Fill the widgets (per screen)."""
+
+    def gate_line(self) -> Text:
+        """`LOCKED: 2/3 loaded: not N/N` in the right colour."""
+        gate = self.custody.gate
+        palette = self.cockpit.palette
+        style = {GateState.VERIFIED: palette.ok, GateState.DONE: palette.ok,
+                 GateState.LOCKED: palette.bad, GateState.FAILED: palette.bad}.get(gate.state, palette.warn)
+        text = Text("gate: ")
+        text.append(gate.state.value.upper(), style=f"bold {style}")
+        text.append(f"  {gate.reason}")
+        return text
+
+
+class VerifyScreen(_CustodyScreen):
+    """Roster, pull progress and per-cell verdicts of one instance: `N/N loaded`."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("p", "verify", "Pull & verify"),
+        Binding("x", "exclude", "Exclude failed cell"),
+        Binding("t", "teardown", "Teardown"),
+    ]
+
+    def __init__(self, instance: str) -> None:
+        super().__init__(instance, "verify")
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="verify-head")
+        yield DataTable(id="verify-table", cursor_type="row", zebra_stripes=True)
+        yield Static(id="verify-foot")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#verify-table", DataTable)
+        for column in VERIFY_COLUMNS:
+            table.add_column(column, key=column)
+        super().on_mount()
+        table.focus()
+
+    def render_state(self) -> None:
+        custody = self.custody
+        palette = self.cockpit.palette
+        report = custody.report
+        head = Text(f"Verify {self.instance}", style="bold")
+        head.append(f"  → {custody.dest}\n")
+        head.append_text(self.gate_line())
+        if custody.busy or custody.stage:
+            head.append(f"\n{'working: ' if custody.busy else ''}{custody.stage}")
+        progress = custody.progress
+        if progress is not None and progress.total:
+            eta = progress.eta_s
+            head.append(f"\npulled {human_bytes(progress.done)} of {human_bytes(progress.total)}"
+                        f" ({100 * progress.done / progress.total:.0f}%); "
+                        f"{human_bytes(progress.moved)} moved this run at {human_bytes(progress.rate)}/s"
+                        f"{', ETA ' + format_duration(eta) if eta and custody.busy else ''}")
+        self.query_one("#verify-head", Static).update(head)
+        table = self.query_one("#verify-table", DataTable)
+        foot = Text()
+        verification = report.verification if report else None
+        if report is not None and report.error:
+            foot.append(f"ERROR {report.error}", style=f"bold {palette.bad}")
+        elif verification is None:
+            foot.append("press p to read the roster, hash the cells on the box, pull and verify",
+                        style=palette.muted)
+        else:
+            colour = palette.ok if verification.complete else palette.bad
+            foot.append(f"{verification.summary}", style=f"bold {colour}")
+            foot.append(f"  {human_bytes(verification.bytes_pulled)} verified, manifest "
+                        f"{verification.manifest_digest[:16]}")
+            foot.append(f"\nPULL_VERIFIED.json: {report.marker}" if report and report.marker else
+                        "\nno PULL_VERIFIED.json (written only at N/N)")
+            for extra in verification.extras:
+                foot.append(f"\nnote: unexpected extra directory on the box: {extra}/",
+                            style=palette.warn)
+            for outcome in report.pull.failures if report and report.pull else ():
+                foot.append(f"\npull: {outcome.entry.cell}/{outcome.entry.path}: {outcome.detail}",
+                            style=palette.bad)
+            style = {CellStatus.OK: palette.ok, CellStatus.ERROR: palette.bad,
+                     CellStatus.FAILED_ON_BOX: palette.bad, CellStatus.EXCLUDED: palette.muted}
+            for verdict in verification.verdicts:
+                row: tuple[Text | str, ...] = (
+                    verdict.cell, Text(verdict.status.value.upper(), style=style[verdict.status]),
+                    verdict.metric or "-", human_bytes(verdict.bytes) if verdict.bytes else "-",
+                    verdict.reason or "")
+                upsert_row(table, verdict.cell, VERIFY_COLUMNS, row)
+        self.query_one("#verify-foot", Static).update(foot)
+
+    def action_back(self) -> None:
+        self.dismiss(None)
+
+    def action_verify(self) -> None:
+        if self.custody.busy:
+            self.notify("verification already running", timeout=2)
+            return
+        self.cockpit.start_verify(self.instance)
+
+    def action_teardown(self) -> None:
+        self.cockpit.push_screen(TeardownScreen(self.instance))
+
+    def action_exclude(self) -> None:
+        table = self.query_one("#verify-table", DataTable)
+        report = self.custody.report
+        if table.row_count == 0 or report is None or report.verification is None:
+            self.notify("verify first", timeout=2)
+            return
+        cell = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        verdict = next(v for v in report.verification.verdicts if v.cell == cell)
+        if verdict.status is not CellStatus.FAILED_ON_BOX:
+            self.notify(f"{cell} did not fail on the box: only such a cell can be excluded",
+                        severity="warning", timeout=4)
+            return
+        cause = self.cockpit.cause_of(self.instance, cell)
+        body = Text(f"{cell} failed on the box: {cause or verdict.reason}\n\n"
+                    f"Excluding it removes it from N, so the instance can reach N/N without it. "
+                    f"The exclusion and the failure are written to the audit log and shown on "
+                    f"the teardown screen. Its files are not pulled.")
+
+        def done(typed: str | None) -> None:
+            if typed is None:
+                return
+            try:
+                self.custody.exclude(cell, typed, cause)
+            except GateError as exc:
+                self.notify(str(exc), severity="error", timeout=5)
+                return
+            self.notify(f"{cell} excluded and recorded", timeout=3)
+
+        self.cockpit.push_screen(ConfirmByTyping(f"Exclude {cell} from N?", body, cell), done)
+
+
+class TeardownScreen(_CustodyScreen):
+    """The profile's teardown actions for one instance, locked until N/N and fresh."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("a", "approve", "Approve selected (type the name)"),
+    ]
+
+    def __init__(self, instance: str) -> None:
+        super().__init__(instance, "teardown")
+        self.views: list[ActionView] = []
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(id="teardown-head")
+        yield DataTable(id="teardown-table", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="teardown-detail-box"):
+            yield Static(id="teardown-detail")
+        yield Static(id="teardown-output")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#teardown-table", DataTable)
+        for column in ACTION_COLUMNS:
+            table.add_column(column, key=column)
+        tracker = self.cockpit.trackers[self.instance]
+        self.views = plan_actions(tracker.instance, tracker.profile)
+        super().on_mount()
+        table.focus()
+
+    def selected(self) -> ActionView | None:
+        """The highlighted action."""
+        table = self.query_one("#teardown-table", DataTable)
+        if table.row_count == 0:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return next((v for v in self.views if v.action.id == key), None)
+
+    def render_state(self) -> None:
+        custody = self.custody
+        palette = self.cockpit.palette
+        head = Text(f"Teardown {self.instance}", style="bold")
+        head.append(f"  {custody.profile.display_name}\n")
+        head.append_text(self.gate_line())
+        verification = custody.gate.verification
+        for verdict in verification.excluded if verification else ():
+            head.append(f"\nexcluded from N: {verdict.cell}: {verdict.reason}", style=palette.warn)
+        self.query_one("#teardown-head", Static).update(head)
+        table = self.query_one("#teardown-table", DataTable)
+        for view in self.views:
+            allowed, why = (False, view.problem) if view.step is None else custody.gate.can_approve(view.step)
+            action = view.action
+            row: tuple[Text | str, ...] = (
+                action.label,
+                Text("reversible", style=palette.ok) if action.reversible else
+                Text("IRREVERSIBLE", style=f"bold {palette.bad}"),
+                Text("open", style=palette.ok) if allowed else Text(f"locked: {why}"[:48], style=palette.bad),
+                action.stops_meter, ", ".join(action.keeps) or "-", ", ".join(action.destroys) or "-")
+            upsert_row(table, action.id, ACTION_COLUMNS, row)
+        self._detail()
+        self.query_one("#teardown-output", Static).update(Text("".join(custody.output[-12:])))
+
+    def _detail(self) -> None:
+        view = self.selected()
+        if view is None:
+            return
+        action = view.action
+        text = Text(f"{action.label}", style="bold")
+        text.append(f"  [{action.id}]\n")
+        text.append(f"billing after: {view.billing}\n")
+        if view.problem:
+            text.append(f"cannot run: {view.problem}\n")
+        elif view.step is not None and view.step.argv is not None:
+            text.append("command: ")
+            text.append(view.step.command_text, style="bold")
+            text.append("\n")
+        for step in action.manual_steps:
+            text.append(f"by hand: {step}\n")
+        if action.postcheck:
+            text.append(f"check after: {action.postcheck}\n")
+        if action.note:
+            text.append(f"note: {action.note}\n")
+        self.query_one("#teardown-detail", Static).update(text)
+
+    @on(DataTable.RowHighlighted, "#teardown-table")
+    def _highlighted(self) -> None:
+        self._detail()
+
+    @on(DataTable.RowSelected, "#teardown-table")
+    def _selected(self) -> None:
+        self.action_approve()  # enter on the focused table arrives as a row selection
+
+    def action_back(self) -> None:
+        self.dismiss(None)
+
+    def action_approve(self) -> None:
+        view = self.selected()
+        custody = self.custody
+        if view is None or view.step is None:
+            self.notify(view.problem if view else "no action", severity="error", timeout=4)
+            return
+        step = view.step
+        allowed, why = custody.gate.can_approve(step)
+        if not allowed:
+            self.notify(f"{view.action.label}: {why}", severity="error", timeout=5)
+            return
+        manual = step.argv is None
+        body = Text()
+        body.append(f"{view.action.label} on {self.instance}: "
+                    f"{'IRREVERSIBLE' if step.irreversible else 'reversible'}\n", style="bold")
+        body.append(f"destroys: {', '.join(view.action.destroys) or '-'}\n"
+                    f"keeps: {', '.join(view.action.keeps) or '-'}\nbilling after: {view.billing}\n")
+        if manual:
+            body.append("\nDo this yourself in the platform's console:\n")
+            for line in step.manual_steps:
+                body.append(f"  • {line}\n")
+            body.append("\nType the instance name once it is DONE, to record it as done by hand.")
+        else:
+            body.append(f"\nwill run: {step.command_text}\n")
+            if step.irreversible:
+                body.append("The remote manifest is recomputed first; any change re-locks.\n")
+
+        def approved(typed: str | None) -> None:
+            if typed is None:
+                return
+            try:
+                plan = custody.gate.approve(step, typed)
+            except GateError as exc:
+                self.notify(str(exc), severity="error", timeout=5)
+                return
+            self.cockpit.start_teardown(self.instance, plan)
+
+        self.cockpit.push_screen(ConfirmByTyping(
+            f"Type {self.instance} to approve {view.action.label}", body, self.instance), approved)
