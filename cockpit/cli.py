@@ -13,6 +13,11 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cockpit.models.sweep import Instance
+    from cockpit.services.sweepfile import LoadedSweep
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_INVALID = 0, 1, 2
 
@@ -95,6 +100,21 @@ def _build_parser() -> argparse.ArgumentParser:
 def _print_config_error(exc: Exception) -> int:
     print(str(exc), file=sys.stderr)
     return EXIT_INVALID
+
+
+def _load_instance(sweep: Path, name: str) -> tuple[LoadedSweep, Instance] | int:
+    """The sweep and one of its instances, or the exit code after printing why not."""
+    from cockpit.services.sweepfile import load_sweep
+    from cockpit.services.yamlfile import ConfigError
+
+    try:
+        loaded = load_sweep(sweep)
+        return loaded, loaded.sweep.instance(name)
+    except ConfigError as exc:
+        return _print_config_error(exc)
+    except KeyError:
+        print(f"no instance {name!r} in {sweep}", file=sys.stderr)
+        return EXIT_INVALID
 
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
@@ -228,17 +248,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_teardown(args: argparse.Namespace) -> int:
     from cockpit.services.plan import plan_text
-    from cockpit.services.sweepfile import load_sweep
-    from cockpit.services.yamlfile import ConfigError
 
-    try:
-        loaded = load_sweep(args.sweep)
-        inst = loaded.sweep.instance(args.instance)
-    except ConfigError as exc:
-        return _print_config_error(exc)
-    except KeyError:
-        print(f"no instance {args.instance!r} in {args.sweep}", file=sys.stderr)
-        return EXIT_INVALID
+    found = _load_instance(args.sweep, args.instance)
+    if isinstance(found, int):
+        return found
+    loaded, inst = found
     pull_dir = (loaded.directory / loaded.sweep.pull_dir).resolve()
     print(plan_text(inst, loaded.profiles[inst.profile], pull_dir))
     return EXIT_OK
@@ -279,17 +293,11 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 def _cmd_trust(args: argparse.Namespace) -> int:
     from cockpit.services import ssh
-    from cockpit.services.sweepfile import load_sweep
-    from cockpit.services.yamlfile import ConfigError
 
-    try:
-        loaded = load_sweep(args.sweep)
-        inst = loaded.sweep.instance(args.instance)
-    except ConfigError as exc:
-        return _print_config_error(exc)
-    except KeyError:
-        print(f"no instance {args.instance!r} in {args.sweep}", file=sys.stderr)
-        return EXIT_INVALID
+    found = _load_instance(args.sweep, args.instance)
+    if isinstance(found, int):
+        return found
+    loaded, inst = found
     target = ssh.build_target(inst, loaded.sweep.ssh, loaded.directory)
     try:
         info = asyncio.run(ssh.approve_host_key(target, args.fingerprint))

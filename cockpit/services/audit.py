@@ -13,15 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
-
-def data_dir() -> Path:
-    """`$XDG_DATA_HOME/cockpit` (or `COCKPIT_DATA_DIR`), created on demand with mode 0700."""
-    override = os.environ.get("COCKPIT_DATA_DIR")
-    path = Path(override) if override else Path(platformdirs.user_data_dir("cockpit"))
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
+from cockpit.services.paths import data_dir
 
 
 def audit_path() -> Path:

@@ -8,12 +8,21 @@ from pathlib import Path
 import platformdirs
 
 
-def state_dir() -> Path:
-    """`$XDG_STATE_HOME/cockpit` (default ~/.local/state/cockpit); created on demand."""
-    override = os.environ.get("COCKPIT_STATE_DIR")
-    path = Path(override) if override else Path(platformdirs.user_state_dir("cockpit"))
+def _own_dir(override_var: str, default: str) -> Path:
+    override = os.environ.get(override_var)
+    path = Path(override) if override else Path(default)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
+
+
+def state_dir() -> Path:
+    """`$XDG_STATE_HOME/cockpit` (default ~/.local/state/cockpit); created on demand."""
+    return _own_dir("COCKPIT_STATE_DIR", platformdirs.user_state_dir("cockpit"))
+
+
+def data_dir() -> Path:
+    """`$XDG_DATA_HOME/cockpit` (or `COCKPIT_DATA_DIR`): the audit log; created with mode 0700."""
+    return _own_dir("COCKPIT_DATA_DIR", platformdirs.user_data_dir("cockpit"))
 
 
 def approved_known_hosts() -> Path:
