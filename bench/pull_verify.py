@@ -231,8 +231,8 @@ def pull_bench(args: argparse.Namespace, root: Path) -> tuple[dict[str, Any], bo
     expected_sha = sha256_file(big)[0]
     print(f"generated {size / MIB:.0f} MiB + best.pth + best_metrics.json in {gen_s:.1f} s")
     sshd = Sshd(root / "sshd")
-    sshd.start()
     try:
+        sshd.start()  # inside the try: a start that times out leaves a process to stop
         inst, target = instance_for(root, sshd, box)
         config = root / "ssh_config"
         copies = copy_commands(config, str(big))

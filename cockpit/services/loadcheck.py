@@ -41,6 +41,17 @@ class FileCheck:
     metric: str = ""
 
 
+def warm_worker(quiet: bool) -> None:
+    """Worker start-up: silence output under the TUI, and import torch now, while the pull
+    is still running, instead of inside the first check (about 0.6 s per worker here)."""
+    if quiet:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+    import torch  # noqa: F401
+
+
 def sha256_of(path: str) -> tuple[str, int]:
     """SHA-256 via mmap (one pass, no copies); zero-byte files hash too."""
     size = os.path.getsize(path)

@@ -204,6 +204,11 @@ def sha256_file(path: Path, limit: int | None = None) -> tuple[str, int]:
     return digest.hexdigest(), seen
 
 
+def _store(out: Any, digest: Any, block: bytes) -> None:
+    out.write(block)
+    digest.update(block)
+
+
 def _hash_prefix(part: Path, length: int) -> Any:
     digest = hashlib.sha256()
     if length:
@@ -250,20 +255,29 @@ async def pull_file(box: Box, root: str, dest: Path, entry: FileEntry,
     source = await box.open(remote)
     try:
         with part.open("ab") as out:
-            while offset < entry.size:
-                block = await source.read(min(CHUNK, entry.size - offset), offset)
-                if not block:
-                    raise PullMismatch(f"{entry.cell}/{entry.path}: the remote file is shorter "
-                                       f"than the manifest says ({offset} < {entry.size})")
-                out.write(block)
-                digest.update(block)
-                offset += len(block)
-                moved += len(block)
-                if progress is not None:
-                    progress.done += len(block)
-                    progress.moved += len(block)
-                    if on_progress is not None:
-                        on_progress(progress)
+            # While block N is hashed and written in a thread (hashlib and file writes release
+            # the GIL), block N+1 is already being read: the pull is CPU-bound in one thread
+            # otherwise (decrypt, hash, write one after another).
+            pending: asyncio.Future[None] | None = None
+            try:
+                while offset < entry.size:
+                    block = await source.read(min(CHUNK, entry.size - offset), offset)
+                    if not block:
+                        raise PullMismatch(f"{entry.cell}/{entry.path}: the remote file is "
+                                           f"shorter than the manifest says ({offset} < {entry.size})")
+                    if pending is not None:
+                        await pending
+                    pending = asyncio.ensure_future(asyncio.to_thread(_store, out, digest, block))
+                    offset += len(block)
+                    moved += len(block)
+                    if progress is not None:
+                        progress.done += len(block)
+                        progress.moved += len(block)
+                        if on_progress is not None:
+                            on_progress(progress)
+            finally:
+                if pending is not None:
+                    await pending  # never leave a write running behind a closed file
             out.flush()
             os.fsync(out.fileno())
     finally:

@@ -8,6 +8,7 @@ never imported in the TUI process and several files load at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -29,7 +30,7 @@ from cockpit.models.custody import (
 )
 from cockpit.models.queue import FINISH_RE, parse_queue_file
 from cockpit.models.sweep import Instance
-from cockpit.services.loadcheck import FileCheck, check_file
+from cockpit.services.loadcheck import FileCheck, check_file, warm_worker
 from cockpit.services.pull import (
     PART_SUFFIX,
     PullProgress,
@@ -45,17 +46,11 @@ MARKER = "PULL_VERIFIED.json"
 MARKER_SCHEMA = "cockpit/PULL-VERIFIED/v1"
 
 
-def _quiet_worker() -> None:
-    """A worker's stdout and stderr go nowhere: under the TUI they would scribble on the
-    screen (torch can print warnings on import)."""
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
-    os.close(null)
-
-
 def make_pool(workers: int | None = None, *, quiet: bool = False) -> ProcessPoolExecutor:
     """Worker processes for hashing and loading (spawned: safe next to an event loop).
+
+    With `quiet`, the workers' stdout and stderr go nowhere (under the TUI they would
+    scribble on the screen). Every worker imports torch as it starts.
 
     multiprocessing's resource tracker is started here with the process's real stderr: under
     Textual `sys.stderr` is a capture object without a usable file descriptor, and starting
@@ -71,7 +66,7 @@ def make_pool(workers: int | None = None, *, quiet: bool = False) -> ProcessPool
         sys.stderr = saved
     count = workers or max(1, min(4, os.cpu_count() or 1))
     return ProcessPoolExecutor(max_workers=count, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_quiet_worker if quiet else None)
+                               initializer=warm_worker, initargs=(quiet,))
 
 
 class VerifyError(Exception):
@@ -277,6 +272,9 @@ async def run_verification(
     if not instance.durable_root:
         report.error = f"{instance.name}: the sweep names no durable_root to pull from"
         return report
+    # Start the workers now: they import torch while the manifest and the pull run.
+    with contextlib.suppress(RuntimeError):  # a pool already shut down fails later, visibly
+        pool.submit(int)
     from cockpit.services.pull import ManifestError
 
     try:
