@@ -49,6 +49,8 @@ class Judgement:
     rule_id: str = ""
     alarm: bool = True
     """False for judgements that inform (finished, buffered log) rather than warn."""
+    subject: str = ""
+    """What it is about beyond the cell (`disk /root/autodl-tmp`), for alert identity."""
 
 
 def judge(tracker: HostTracker, now: float) -> list[Judgement]:
@@ -177,7 +179,7 @@ def _disk(tracker: HostTracker, snap: HostSnapshot) -> list[Judgement]:
                 "disk-pressure", f"{label} {pct:.0f}% {mount.path}{when}",
                 f"{label} at {pct:.0f}% on {mount.path}{note}. Stop new writers, prune proven "
                 f"scratch, keep best; report the shortfall rather than shrinking the run.",
-                rule_id="U7"))
+                rule_id="U7", subject=f"{label} {mount.path}"))
     return out
 
 

@@ -119,6 +119,15 @@ class SshSettings(Strict):
     keepalive_count_max: Annotated[int, Field(ge=1, le=100)] = 3
 
 
+class AlertSettings(Strict):
+    """Where material events go besides the terminal bell and a toast."""
+
+    desktop: bool = True
+    """A desktop notification through `notify-send`, when it is installed."""
+    webhook: Annotated[str, Field(pattern=r"^https?://\S+$")] | None = None
+    """POST one JSON document per event here (timeout and bounded retry)."""
+
+
 class Sweep(Strict):
     """A whole sweep file."""
 
@@ -126,6 +135,7 @@ class Sweep(Strict):
     pull_dir: LocalPath = "./pulled"
     interval: Duration = "2s"
     ssh: SshSettings = SshSettings()
+    alerts: AlertSettings = AlertSettings()
     cli_path: tuple[LocalPath, ...] = ()
     """Folders searched first for platform CLIs (vastai, runpodctl) when an approved teardown
     runs (relative to the sweep file)."""

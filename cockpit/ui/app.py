@@ -21,6 +21,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
 
+from cockpit.models.alerts import Alert, AlertLatch, material
 from cockpit.models.events import FleetEvent, HostStateChanged
 from cockpit.models.gate import ApprovedPlan, GateError
 from cockpit.models.hostview import HostTracker
@@ -30,6 +31,7 @@ from cockpit.services import ssh
 from cockpit.services.acks import AckStore
 from cockpit.services.custody import Custody
 from cockpit.services.fleet import Fleet
+from cockpit.services.notify import deliver
 from cockpit.services.remote import Box, LocalBox, SshBox
 from cockpit.services.resources import shipped_dir
 from cockpit.services.rulebook import load_rulebook
@@ -97,6 +99,8 @@ class CockpitApp(App[int]):
         self.repaints = 0
         self.first_frame_at: float | None = None
         self.custody: dict[str, Custody] = {}
+        self.alert_latch = AlertLatch()
+        self.alerts_fired: list[Alert] = []
         self._pool: ProcessPoolExecutor | None = None
 
     def get_default_screen(self) -> Screen[Any]:
@@ -154,6 +158,7 @@ class CockpitApp(App[int]):
 
     def repaint(self) -> None:
         """Push changed hosts to every live screen: one repaint per burst of events."""
+        self.check_alerts()
         names = self.dirty
         if not names:
             return
@@ -162,6 +167,21 @@ class CockpitApp(App[int]):
         for screen in self.screen_stack:
             if isinstance(screen, FleetScreen | BoxScreen):
                 screen.refresh_hosts(names)
+
+    def check_alerts(self) -> None:
+        """Ring the bell and toast each material event once; send it on if configured."""
+        now = self.clock()
+        settings = self.loaded.sweep.alerts
+        for name, tracker in self.trackers.items():
+            for alert in self.alert_latch.update(name, material(tracker, now)):
+                self.alerts_fired.append(alert)
+                self.bell()
+                self.notify(alert.text, title="cockpit alert", severity="warning", timeout=10)
+                if settings.webhook or settings.desktop:
+                    self.run_worker(deliver(alert, self.loaded.sweep.sweep,
+                                            webhook_url=settings.webhook,
+                                            desktop_enabled=settings.desktop),
+                                    group="alerts", exit_on_error=False)
 
     # -- themes ------------------------------------------------------------------------------
     def _theme_changed(self, _theme: object) -> None:
