@@ -321,6 +321,7 @@ def parse_record(
     utc_offset: float | NA = NA("not reported")
     parents: dict[int, int] | NA | None = None
     kernel: tuple[str, ...] | NA | None = None
+    uptime: float | NA = NA("not reported")
 
     i = 0
     while i < len(sections):
@@ -334,6 +335,8 @@ def parse_record(
             hostname = parts[2] if len(parts) > 2 else ""
         elif sec.head == "tz":
             utc_offset = parse_utc_offset(sec.arg)
+        elif sec.head == "uptime":
+            uptime = na_float(sec.arg)
         elif sec.head == "gpu":
             if sec.arg == "absent":
                 gpu = GpuReading(GpuStatus.ABSENT, (), "nvidia-smi not found on this host")
@@ -413,6 +416,7 @@ def parse_record(
         utc_offset=utc_offset,
         parents=parents,
         kernel_lines=kernel,
+        uptime_s=uptime,
     )
 
 

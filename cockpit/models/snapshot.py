@@ -234,6 +234,8 @@ class HostSnapshot:
     probe_ms: float | NA = NA("not measured")
     utc_offset: float | NA = NA("not reported")
     """The remote's UTC offset in seconds (`date +%z`): log timestamps are remote local time."""
+    uptime_s: float | NA = NA("not reported")
+    """Seconds since the box booted (`/proc/uptime`): what it has been billing for, at least."""
     parents: dict[int, int] | NA | None = None
     """pid -> parent pid of every process, when asked this tick (to judge zombie VRAM)."""
     kernel_lines: tuple[str, ...] | NA | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from cockpit.models.billing import billing_after
 from cockpit.models.gate import NotRunnable, TeardownStep, render_step
 from cockpit.models.profile import Profile, TeardownAction
 from cockpit.models.sweep import Instance
@@ -26,19 +27,6 @@ class ActionView:
     problem: str
     """Why it cannot be run (e.g. no instance_id in the sweep); empty when it can."""
     billing: str
-
-
-def billing_after(action: TeardownAction, profile: Profile) -> str:
-    """What keeps costing money after `action`."""
-    bill = profile.billing
-    if action.stops_meter == "no":
-        return "the meter keeps running"
-    if action.reversible and bill.stopped_still_bills:
-        return f"still bills: {bill.while_stopped}"
-    if action.stops_meter == "partial":
-        return f"partly: {bill.while_stopped}"
-    kept = ", ".join(action.keeps)
-    return f"what it keeps may still bill ({kept})" if kept else "nothing of this instance"
 
 
 def plan_actions(instance: Instance, profile: Profile) -> list[ActionView]:

@@ -258,6 +258,8 @@ while IFS= read -r line; do
       now=$(date '+%s %z')
       say "@@begin $rest ${now%% *} $host"
       say "@@tz ${now#* }"
+      # Seconds since boot (a builtin read, no fork): the box's uptime for the billing view.
+      if [ -r /proc/uptime ] && IFS=' ' read -r up _ < /proc/uptime; then say "@@uptime $up"; fi
       gpu_section; mem_section; tmux_section ;;
     mount) mounts="$mounts$rest$nl"; continue ;;
     stat) stat_item "${rest%% *}" "${rest#* }" ;;

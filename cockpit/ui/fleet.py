@@ -56,6 +56,7 @@ class FleetScreen(Screen[None]):
         Binding("k", "host_key", "Host key"),
         Binding("b", "banner", "Danger clocks"),
         Binding("v", "verify", "Verify & teardown"),
+        Binding("dollar_sign", "billing", "Billing"),
     ]
 
     def __init__(self) -> None:
@@ -180,6 +181,11 @@ class FleetScreen(Screen[None]):
         name = self.selected()
         if name is not None:
             self.cockpit.show_host_key(name)
+
+    def action_billing(self) -> None:
+        from cockpit.ui.billing import BillingScreen
+
+        self.cockpit.push_screen(BillingScreen())
 
     def action_verify(self) -> None:
         name = self.selected()
