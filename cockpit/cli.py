@@ -74,6 +74,17 @@ def _build_parser() -> argparse.ArgumentParser:
                         help="only this instance (repeatable; default: all)")
     verify.add_argument("--json", action="store_true", help="print a JSON document")
 
+    preflight = sub.add_parser(
+        "preflight", help="check each box before a run: GPUs, driver, room, durable mount, tmux",
+        description="Per box PASS / WARN / FAIL with reasons: expected GPU model and count, driver "
+                    "and CUDA versions, free bytes and inodes on the data and durable mounts "
+                    "against the sweep's budget, the durable mount existing on a tier that "
+                    "survives teardown, cgroup memory.max, tmux, Xid errors and throttling. Exit "
+                    "0 when no box FAILs (warnings allowed), 1 when one does, 2 on invalid input.")
+    preflight.add_argument("sweep", type=Path)
+    preflight.add_argument("--instance", action="append", default=[], metavar="NAME")
+    preflight.add_argument("--json", action="store_true")
+
     teardown = sub.add_parser(
         "teardown", help="print an instance's teardown plan (--dry-run); changes nothing",
         description="Prints every teardown action of the instance's profile: what it keeps and "
@@ -246,6 +257,29 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_SOME_FAILED
 
 
+def _cmd_preflight(args: argparse.Namespace) -> int:
+    from cockpit.services import preflight as svc
+    from cockpit.services.sweepfile import load_sweep
+    from cockpit.services.yamlfile import ConfigError
+
+    try:
+        loaded = load_sweep(args.sweep)
+        chosen = [loaded.sweep.instance(n) for n in args.instance] or list(loaded.sweep.instances)
+    except ConfigError as exc:
+        return _print_config_error(exc)
+    except KeyError as exc:
+        print(f"no instance {exc.args[0]!r} in {args.sweep}", file=sys.stderr)
+        return EXIT_INVALID
+    reports = asyncio.run(svc.preflight(loaded.sweep, loaded.profiles, loaded.directory, chosen))
+    if args.json:
+        print(json.dumps({"sweep": loaded.sweep.sweep, "instances": [svc.report_json(r) for r in reports]},
+                         indent=2, ensure_ascii=False))
+    else:
+        for report in reports:
+            print(svc.report_text(report))
+    return svc.exit_code(reports)
+
+
 def _cmd_teardown(args: argparse.Namespace) -> int:
     from cockpit.services.plan import plan_text
 
@@ -356,6 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "classify": _cmd_classify,
         "verify": _cmd_verify,
         "teardown": _cmd_teardown,
+        "preflight": _cmd_preflight,
         "status": _cmd_status,
         "trust": _cmd_trust,
         "demo": _cmd_demo,

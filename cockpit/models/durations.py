@@ -29,3 +29,16 @@ def format_duration(seconds: float) -> str:
         if len(parts) == 2:
             break
     return "".join(parts)
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """Bytes in `500M`, `2G`, `1.5TiB`, `4096` (binary units); ValueError with a hint otherwise."""
+    match = _SIZE.match(text)
+    if not match:
+        raise ValueError(f"expected a size like 500M, 2G or 1.5T, got {text!r}")
+    unit = (match.group(2) or "").upper()[:1]
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
-from cockpit.models.durations import parse_duration
+from cockpit.models.durations import parse_duration, parse_size
 from cockpit.models.profile import repeated
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -73,6 +73,32 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+def _check_size(value: str) -> str:
+    parse_size(value)
+    return value
+
+
+Size = Annotated[str, BeforeValidator(_as_text), AfterValidator(_check_size)]
+
+
+class ExpectGpu(Strict):
+    """The GPUs the sweep rented (checked by preflight against nvidia-smi)."""
+
+    model: Annotated[str, Field(min_length=1)] | None = None
+    """A substring of the reported name, case-insensitive (`A100`, `RTX 4090`)."""
+    count: Annotated[int, Field(ge=1, le=64)] | None = None
+
+
+class Budget(Strict):
+    """What the queue will write, for preflight's room check."""
+
+    checkpoint: Size | None = None
+    """Durable bytes per cell (best.pth and what is copied with it)."""
+    scratch: Size | None = None
+    """Extra bytes the run needs on the data mount (latest.pth, eval outputs, caches)."""
+    inodes_per_cell: Annotated[int, Field(ge=0)] | None = None
+
+
 class Instance(Strict):
     """One box of the sweep."""
 
@@ -95,6 +121,8 @@ class Instance(Strict):
     """Override a profile tier's path by tier id (e.g. `data: /mnt/big`)."""
     extra_mounts: tuple[RemotePath, ...] = ()
     stall_after: Duration = "30m"
+    expect_gpu: ExpectGpu | None = None
+    budget: Budget | None = None
     clocks_started: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")], Moment] = {}
     """When one of the profile's danger clocks started for this box, by clock id (e.g.
     `auto_release: 2026-11-12 10:00` after a power-off). The cockpit cannot see a

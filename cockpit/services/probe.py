@@ -38,7 +38,7 @@ def watched_mounts(instance: Instance, profile: Profile) -> list[str]:
     """Profile tier paths (overridden per instance), extra mounts and the sweep's paths."""
     paths = [instance.mounts.get(tier.id, tier.path) for tier in profile.storage.tiers]
     paths += list(instance.extra_mounts)
-    paths += [p for p in (instance.durable_root, instance.run_logs) if p]
+    paths += [p for p in (instance.durable_root, instance.run_logs, instance.checkpoints) if p]
     out: list[str] = []
     for path in paths:
         # Profile paths such as /lambda/nfs/<name>, /scratch/$USER or "off-box" are not

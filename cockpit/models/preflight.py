@@ -1,0 +1,221 @@
+"""Preflight (the seed's Phase 0): is this box fit to run the sweep, before it costs a day?
+
+Judged from one probe record plus a few facts only preflight asks for (driver and CUDA
+versions, kernel Xid lines), against what the sweep expects (GPU model and count, the room
+the queue will need) and what the profile says survives a teardown. Each check is PASS, WARN
+or FAIL with its reason; a box is as bad as its worst check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import PurePosixPath
+
+from cockpit.models.durations import parse_size
+from cockpit.models.profile import Profile, StorageTier
+from cockpit.models.queue import parse_queue_file
+from cockpit.models.snapshot import NA, GpuStatus, HostSnapshot, Mount
+from cockpit.models.sweep import Instance
+
+MIN_CGROUP_BYTES = 8 << 30
+FULL_PCT = 90.0
+
+
+class Level(IntEnum):
+    """Ordered so the worst check decides the box."""
+
+    PASS = 0
+    WARN = 1
+    FAIL = 2
+
+
+@dataclass(frozen=True)
+class Check:
+    """One preflight finding."""
+
+    name: str
+    level: Level
+    reason: str
+
+
+@dataclass(frozen=True)
+class PreflightFacts:
+    """What preflight reads beyond a probe record."""
+
+    driver: str = ""
+    cuda: str = ""
+    xid_lines: tuple[str, ...] | None = None
+    """Kernel Xid lines; None when the kernel log is not readable here."""
+
+
+@dataclass
+class PreflightReport:
+    """All checks of one box."""
+
+    instance: str
+    checks: list[Check] = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def level(self) -> Level:
+        """The worst level (FAIL when the box could not be checked at all)."""
+        if self.error:
+            return Level.FAIL
+        return max((c.level for c in self.checks), default=Level.PASS)
+
+    def add(self, name: str, level: Level, reason: str) -> None:
+        """Record a check."""
+        self.checks.append(Check(name, level, reason))
+
+
+def human(count: float) -> str:
+    """`1.5 GiB`, `120k` style sizes for reasons."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(count) < 1024 or unit == "TiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} TiB"
+
+
+def tier_of(path: str, profile: Profile, instance: Instance) -> StorageTier | None:
+    """The profile tier whose path holds `path` (the longest matching prefix)."""
+    best: tuple[int, StorageTier] | None = None
+    target = PurePosixPath(path)
+    for tier in profile.storage.tiers:
+        root = PurePosixPath(instance.mounts.get(tier.id, tier.path))
+        if target == root or root in target.parents:
+            depth = len(root.parts)
+            if best is None or depth > best[0]:
+                best = (depth, tier)
+    return best[1] if best else None
+
+
+def _mount_for(path: str | None, snap: HostSnapshot) -> Mount | None:
+    if path is None:
+        return None
+    return next((m for m in snap.mounts if m.path == path), None)
+
+
+def evaluate(instance: Instance, profile: Profile, snap: HostSnapshot,
+             facts: PreflightFacts) -> PreflightReport:
+    """Every preflight check of one box."""
+    report = PreflightReport(instance.name)
+    _gpus(report, instance, snap)
+    if facts.driver:
+        report.add("driver", Level.PASS, f"NVIDIA driver {facts.driver}, CUDA {facts.cuda or '?'}")
+    elif snap.gpu.status is GpuStatus.OK:
+        report.add("driver", Level.WARN, "driver version not reported")
+    _durable(report, instance, profile, snap)
+    _room(report, instance, snap)
+    _memory(report, snap)
+    if isinstance(snap.tmux, NA):
+        report.add("tmux", Level.WARN, "tmux is not installed: the queue is started with "
+                                       "`nohup ... </dev/null` instead; "
+                                       f"{profile.detach.note or 'check the profile for its detach risk'}")
+    else:
+        report.add("tmux", Level.PASS, "tmux present: the queue runs in a named session")
+    if facts.xid_lines:
+        report.add("xid", Level.FAIL, f"GPU Xid errors in the kernel log: {facts.xid_lines[-1][:120]}"
+                                      f" (re-rent: U22)")
+    elif facts.xid_lines is None:
+        report.add("xid", Level.PASS, "kernel log not readable here (containers): Xid not checked")
+    else:
+        report.add("xid", Level.PASS, "no Xid errors in the kernel log")
+    for gpu in snap.gpu.gpus:
+        temp, clock, top = gpu.temp_c, gpu.sm_clock_mhz, gpu.sm_clock_max_mhz
+        if not isinstance(temp, NA) and not isinstance(clock, NA) and not isinstance(top, NA) \
+                and temp >= 83 and top > 0 and clock < 0.7 * top:
+            report.add("thermal", Level.WARN, f"gpu{gpu.index} throttles: {clock:.0f}/{top:.0f} MHz "
+                                              f"at {temp:.0f} C (U23)")
+    return report
+
+
+def _gpus(report: PreflightReport, instance: Instance, snap: HostSnapshot) -> None:
+    want = instance.expect_gpu
+    reading = snap.gpu
+    if reading.status is not GpuStatus.OK:
+        level = Level.FAIL if want is not None else Level.WARN
+        report.add("gpu", level, f"no GPU readable: {reading.message or reading.status.value}")
+        return
+    names = [g.name for g in reading.gpus]
+    if want is not None and want.count is not None and len(names) < want.count:
+        report.add("gpu", Level.FAIL, f"{len(names)} GPU(s) reported, the sweep expects {want.count}")
+        return
+    if want is not None and want.model is not None:
+        wrong = [n for n in names if want.model.lower() not in n.lower()]
+        if wrong:
+            report.add("gpu", Level.FAIL, f"expected {want.model}, nvidia-smi reports {', '.join(wrong)}")
+            return
+    report.add("gpu", Level.PASS, f"{len(names)} x {names[0] if names else '?'}")
+
+
+def _durable(report: PreflightReport, instance: Instance, profile: Profile, snap: HostSnapshot) -> None:
+    root = instance.durable_root
+    if root is None:
+        report.add("durable", Level.WARN, "the sweep names no durable_root: nothing to pull from")
+        return
+    mount = _mount_for(root, snap)
+    if mount is None or mount.error or isinstance(mount.bytes_avail, NA):
+        why = mount.error if mount is not None and mount.error else "not found"
+        report.add("durable", Level.FAIL, f"durable_root {root} does not exist on the box ({why})")
+        return
+    tier = tier_of(root, profile, instance)
+    irreversible = [a for a in profile.teardown.actions if not a.reversible]
+    if tier is None:
+        report.add("durable", Level.WARN, f"durable_root {root} is on no storage tier the "
+                                          f"{profile.platform} profile knows: its survival is unknown")
+    elif irreversible and not tier.survives_destroy:
+        report.add("durable", Level.FAIL, f"durable_root {root} is on {tier.label}, which is LOST on "
+                                          f"{irreversible[-1].label}: put it on a tier that survives")
+    else:
+        report.add("durable", Level.PASS, f"durable_root {root} is on {tier.label}, which survives "
+                                          f"{'teardown' if irreversible else 'stop'}")
+
+
+def _room(report: PreflightReport, instance: Instance, snap: HostSnapshot) -> None:
+    budget = instance.budget
+    cells = len(parse_queue_file(snap.queue.queue_text)) if snap.queue.queue_text else 0
+    targets = [("data", instance.checkpoints or instance.run_logs), ("durable", instance.durable_root)]
+    for label, path in targets:
+        mount = _mount_for(path, snap)
+        if mount is None or isinstance(mount.bytes_avail, NA):
+            continue
+        need_bytes = 0
+        need_inodes = 0
+        if budget is not None and cells:
+            per_cell = parse_size(budget.checkpoint) if budget.checkpoint else 0
+            need_bytes = per_cell * cells + (parse_size(budget.scratch) if budget.scratch and
+                                             label == "data" else 0)
+            need_inodes = (budget.inodes_per_cell or 0) * cells
+        problems = []
+        if need_bytes and mount.bytes_avail < need_bytes:
+            problems.append(f"needs {human(need_bytes)} for {cells} cells, {human(mount.bytes_avail)} "
+                            f"free: short {human(need_bytes - mount.bytes_avail)}")
+        inodes = mount.inodes_avail
+        if need_inodes and not isinstance(inodes, NA) and inodes < need_inodes:
+            problems.append(f"needs {need_inodes} inodes for {cells} cells, {inodes} free: short "
+                            f"{need_inodes - inodes} inodes")
+        name = f"room ({label} {path})"
+        if problems:
+            report.add(name, Level.FAIL, "; ".join(problems))
+            continue
+        worst = max((p for p in (mount.bytes_pct, mount.inodes_pct) if not isinstance(p, NA)), default=0.0)
+        if worst >= FULL_PCT:
+            report.add(name, Level.WARN, f"already {worst:.0f}% full (bytes or inodes)")
+        else:
+            fits = f"fits {cells} cells" if need_bytes or need_inodes else "no budget in the sweep"
+            free_inodes = inodes if not isinstance(inodes, NA) else "?"
+            report.add(name, Level.PASS, f"{human(mount.bytes_avail)} and {free_inodes} inodes free; "
+                                         f"{fits}")
+
+
+def _memory(report: PreflightReport, snap: HostSnapshot) -> None:
+    memory = snap.memory
+    if isinstance(memory.max_bytes, NA):
+        report.add("memory", Level.PASS, f"{memory.source}: no memory.max limit")
+    elif memory.max_bytes < MIN_CGROUP_BYTES:
+        report.add("memory", Level.WARN, f"cgroup memory.max is {human(memory.max_bytes)}: size "
+                                         f"num_workers against it (U9)")
+    else:
+        report.add("memory", Level.PASS, f"cgroup memory.max {human(memory.max_bytes)}")
