@@ -85,6 +85,21 @@ def _build_parser() -> argparse.ArgumentParser:
     preflight.add_argument("--instance", action="append", default=[], metavar="NAME")
     preflight.add_argument("--json", action="store_true")
 
+    for verb, text in (("launch", "deploy our queue runner and start the queue detached (tmux, "
+                                  "else nohup); refuses when it already runs"),
+                       ("resume", "start again at the first unfinished cell, once nothing of "
+                                  "the queue runs"),
+                       ("stop", "kill the queue's exact tmux session (or its verified PIDs)")):
+        cmd = sub.add_parser(verb, help=text)
+        cmd.add_argument("sweep", type=Path)
+        cmd.add_argument("--instance", required=True, metavar="NAME")
+        if verb == "launch":
+            cmd.add_argument("--queue", type=Path, metavar="FILE",
+                             help="a local queue file to upload first (refused while in use)")
+        if verb == "stop":
+            cmd.add_argument("--confirm", required=True, metavar="NAME",
+                             help="type the instance name: stopping kills a running training")
+
     teardown = sub.add_parser(
         "teardown", help="print an instance's teardown plan (--dry-run); changes nothing",
         description="Prints every teardown action of the instance's profile: what it keeps and "
@@ -280,6 +295,55 @@ def _cmd_preflight(args: argparse.Namespace) -> int:
     return svc.exit_code(reports)
 
 
+def _cmd_queue_control(args: argparse.Namespace) -> int:
+    from cockpit.services import launch as svc
+    from cockpit.services import ssh
+    from cockpit.services.verify import open_box
+
+    found = _load_instance(args.sweep, args.instance)
+    if isinstance(found, int):
+        return found
+    loaded, inst = found
+    if args.command == "stop" and args.confirm != inst.name:
+        print(f"--confirm {args.confirm!r} is not the instance name {inst.name!r}: nothing stopped",
+              file=sys.stderr)
+        return EXIT_INVALID
+    queue_text = None
+    if args.command == "launch" and args.queue is not None:
+        try:
+            queue_text = args.queue.read_text(encoding="utf-8")
+        except OSError as exc:
+            print(f"{args.queue}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_INVALID
+
+    async def run() -> str:
+        box = await open_box(inst, lambda i: ssh.build_target(i, loaded.sweep.ssh, loaded.directory))
+        try:
+            name = loaded.sweep.sweep
+            if args.command == "stop":
+                return await svc.stop(box, inst, name)
+            if args.command == "resume":
+                result = await svc.resume(box, inst, name)
+            else:
+                result = await svc.launch(box, inst, name, queue_text=queue_text)
+            where = f"tmux session {result.session}" if result.session else "nohup (no tmux)"
+            return (f"{inst.name}: alive in {result.seconds_to_alive:.1f} s from start_index "
+                    f"{result.start_index} in {where}, pid {', '.join(map(str, result.pids))}\n"
+                    f"  {result.first_line}")
+        finally:
+            await box.close()
+
+    try:
+        print(asyncio.run(run()))
+    except svc.LaunchRefused as exc:
+        print(f"refused: {exc}", file=sys.stderr)
+        return EXIT_SOME_FAILED
+    except Exception as exc:  # a box that cannot be reached
+        print(f"{inst.name}: {exc}", file=sys.stderr)
+        return EXIT_SOME_FAILED
+    return EXIT_OK
+
+
 def _cmd_teardown(args: argparse.Namespace) -> int:
     from cockpit.services.plan import plan_text
 
@@ -391,6 +455,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "verify": _cmd_verify,
         "teardown": _cmd_teardown,
         "preflight": _cmd_preflight,
+        "launch": _cmd_queue_control,
+        "resume": _cmd_queue_control,
+        "stop": _cmd_queue_control,
         "status": _cmd_status,
         "trust": _cmd_trust,
         "demo": _cmd_demo,

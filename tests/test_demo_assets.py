@@ -37,8 +37,8 @@ def make_box(tmp_path: Path, name: str = "box1") -> Path:
     (box / "tmp").mkdir()
     shutil.copy(ASSETS / "nvidia-smi", box / "bin" / "nvidia-smi")
     (box / "bin" / "nvidia-smi").chmod(0o755)
-    for script in ("run_queue.sh", "run_one.sh"):
-        shutil.copy(ASSETS / script, box / script)
+    shutil.copy(ASSETS.parent.parent / "data" / "run_queue.sh", box / "run_queue.sh")
+    shutil.copy(ASSETS / "run_one.sh", box / "run_one.sh")
     (box / "gpu.conf").write_text(
         'GPU_NAME="NVIDIA A100-SXM4-80GB"\nGPU_COUNT=2\nMEM_TOTAL_MIB=81920\n'
         "POWER_LIMIT=400\nCLOCK_MAX=1410\n"

@@ -1,6 +1,6 @@
 """cockpit.models.queue: the queue file, the master log of run_queue.sh, and per-cell state.
 
-The log lines below are in the exact format cockpit/demo/assets/run_queue.sh prints.
+The log lines below are in the exact format cockpit/data/run_queue.sh prints.
 """
 
 from __future__ import annotations

@@ -123,8 +123,10 @@ class Box:
         os.chmod(self.root / "tmp", 0o700)
         shutil.copy(ASSETS / "nvidia-smi", self.root / "bin" / "nvidia-smi")
         os.chmod(self.root / "bin" / "nvidia-smi", 0o755)
-        for script in ("run_queue.sh", "run_one.sh"):
-            shutil.copy(ASSETS / script, self.root / script)
+        # The queue runner is the cockpit's own (the one `cockpit launch` deploys); the cell
+        # runner is the demo's, which runs the demo trainer.
+        shutil.copy(ASSETS.parent.parent / "data" / "run_queue.sh", self.root / "run_queue.sh")
+        shutil.copy(ASSETS / "run_one.sh", self.root / "run_one.sh")
         (self.root / "gpu.conf").write_text(self.spec.gpu_conf)
         lines = ["# demo queue: <cfg> <task> [epochs]"]
         for cell in self.spec.cells:

@@ -99,6 +99,16 @@ class Budget(Strict):
     inodes_per_cell: Annotated[int, Field(ge=0)] | None = None
 
 
+class Launch(Strict):
+    """How `cockpit launch` runs one cell: the user's own command, run by our cell runner with
+    CFG, TASK, EPOCHS, NAME and CKPT_DIR in its environment."""
+
+    command: Annotated[str, Field(min_length=1)]
+    """e.g. `python train.py --config "$CFG" --epochs "$EPOCHS" --out "$CKPT_DIR"`."""
+    workdir: RemotePath | None = None
+    """Where the queue runs (default: the queue file's folder)."""
+
+
 class Instance(Strict):
     """One box of the sweep."""
 
@@ -121,6 +131,7 @@ class Instance(Strict):
     """Override a profile tier's path by tier id (e.g. `data: /mnt/big`)."""
     extra_mounts: tuple[RemotePath, ...] = ()
     stall_after: Duration = "30m"
+    launch: Launch | None = None
     expect_gpu: ExpectGpu | None = None
     budget: Budget | None = None
     clocks_started: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")], Moment] = {}

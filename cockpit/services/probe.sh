@@ -190,7 +190,10 @@ proc_item() {
   if have ps; then
     PAT="$base" SELF=$$ ps -eo pid=,args= 2>/dev/null | PAT="$base" SELF=$$ awk '
       { pid = $1; line = $0; sub(/^ *[0-9]+ /, "", line) }
-      pid != ENVIRON["SELF"] && index(line, "cockpit-probe") == 0 && index(line, ENVIRON["PAT"]) > 0 {
+      # A tmux server keeps the argv of the client that started it (`tmux new-session ...
+      # bash run_queue.sh QUEUE`) for as long as it lives: it is not the queue.
+      pid != ENVIRON["SELF"] && index(line, "cockpit-probe") == 0 && index(line, ENVIRON["PAT"]) > 0 \
+        && $2 !~ /(^|\/)tmux$/ {
         for (i = 2; i <= NF; i++) if (index($i, ENVIRON["PAT"]) > 0) { print pid, $i; break }
       }'
   else

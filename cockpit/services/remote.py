@@ -39,6 +39,8 @@ class Box(Protocol):
 
     async def open(self, path: str) -> RemoteFile: ...
 
+    async def write(self, path: str, data: bytes, mode: int = 0o644) -> None: ...
+
     async def close(self) -> None: ...
 
 
@@ -72,6 +74,13 @@ class SshBox:
         handle: RemoteFile = await sftp.open(path, "rb")
         return handle
 
+    async def write(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Create or replace `path` with `data` over SFTP (callers decide whether they may)."""
+        sftp = await self._client()
+        async with sftp.open(path, "wb") as handle:
+            await handle.write(data)
+        await sftp.chmod(path, mode)
+
     async def close(self) -> None:
         """Close the SFTP session, and the connection if this box opened it."""
         if self._sftp is not None:
@@ -93,6 +102,16 @@ class _LocalFile:
         os.close(self.fd)
 
 
+def _write_local(path: str, data: bytes, mode: int) -> None:
+    target = os.path.expanduser(path)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.chmod(target, mode)
+
+
 class LocalBox:
     """This machine (`host: local`)."""
 
@@ -112,6 +131,10 @@ class LocalBox:
     async def open(self, path: str) -> RemoteFile:
         """Open a local file."""
         return _LocalFile(path)
+
+    async def write(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Create or replace a local file."""
+        _write_local(path, data, mode)
 
     async def close(self) -> None:
         """Nothing to close."""

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # run_queue.sh — run a queue of sweep cells sequentially (platform-facts §6.2).
 #
+# The cockpit's own queue runner: `cockpit launch` deploys it (versioned by content) and the
+# demo fleet runs it. It writes exactly the master-log lines the cockpit reads.
+#
 # Usage: run_queue.sh <queue_file> [start_index]
 #
 # Queue file: one cell per line, `<cfg_path> <task> [epochs]` (epochs default 20), split on
