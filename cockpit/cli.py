@@ -100,6 +100,14 @@ def _build_parser() -> argparse.ArgumentParser:
             cmd.add_argument("--confirm", required=True, metavar="NAME",
                              help="type the instance name: stopping kills a running training")
 
+    discover = sub.add_parser(
+        "discover", help="find running queues on boxes and print a sweep file for them (read-only)")
+    discover.add_argument("hosts", nargs="+", metavar="HOST", help="ssh_config alias or address")
+    discover.add_argument("--profile", default="generic-ssh", help="platform profile (generic-ssh)")
+    discover.add_argument("--name", default="discovered", help="sweep name (discovered)")
+    discover.add_argument("--ssh-config", action="append", default=[], type=Path, metavar="FILE",
+                          help="an extra ssh_config file (also written into the sweep)")
+
     teardown = sub.add_parser(
         "teardown", help="print an instance's teardown plan (--dry-run); changes nothing",
         description="Prints every teardown action of the instance's profile: what it keeps and "
@@ -344,6 +352,44 @@ def _cmd_queue_control(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_discover(args: argparse.Namespace) -> int:
+    from cockpit.models.sweep import Instance, SshSettings
+    from cockpit.services import ssh
+    from cockpit.services.discover import FoundQueue, discover_host, sweep_document
+    from cockpit.services.profiles import load_named
+    from cockpit.services.yamlfile import ConfigError
+
+    try:
+        load_named(args.profile)
+    except ConfigError as exc:
+        return _print_config_error(exc)
+    configs = [str(p.resolve()) for p in args.ssh_config]
+    settings = SshSettings(config=tuple(configs))
+
+    async def one(host: str) -> list[FoundQueue]:
+        inst = Instance(name="discover", profile=args.profile, host=host)
+        conn = await ssh.connect(ssh.build_target(inst, settings, Path.cwd()))
+        try:
+            return await discover_host(conn)
+        finally:
+            conn.close()
+
+    found: list[tuple[str, str, list[FoundQueue]]] = []
+    failed = False
+    for host in args.hosts:
+        try:
+            queues = asyncio.run(one(host))
+        except Exception as exc:  # unreachable, refused key: reported per host
+            print(f"{host}: {exc}", file=sys.stderr)
+            failed = True
+            continue
+        if not queues:
+            print(f"{host}: no running run_queue*.sh found", file=sys.stderr)
+        found.append((host, args.profile, queues))
+    print(sweep_document(args.name, found, configs or None), end="")
+    return EXIT_SOME_FAILED if failed or not any(q for _, _, q in found) else EXIT_OK
+
+
 def _cmd_teardown(args: argparse.Namespace) -> int:
     from cockpit.services.plan import plan_text
 
@@ -455,6 +501,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "verify": _cmd_verify,
         "teardown": _cmd_teardown,
         "preflight": _cmd_preflight,
+        "discover": _cmd_discover,
         "launch": _cmd_queue_control,
         "resume": _cmd_queue_control,
         "stop": _cmd_queue_control,
