@@ -26,7 +26,8 @@ STUB = """#!/usr/bin/env bash
 # A cell runner stand-in: a per-run log through tee, like run_one.sh; cell b takes a while.
 NAME=$(basename "$1" .yaml)
 mkdir -p logs
-{ echo "Epoch 1/2 | loss=0.5"; [ "$NAME" = b ] && sleep 60; echo "Epoch 2/2 | loss=0.4"; } | tee "logs/$NAME.log"
+{ echo "Epoch 1/2 | loss=0.5"; [ "$NAME" = b ] && sleep 60; echo "Epoch 2/2 | loss=0.4"; } \
+    | tee "logs/$NAME.log"
 """
 
 
