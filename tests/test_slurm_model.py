@@ -1,0 +1,50 @@
+"""Slurm output parsing, against outputs recorded from a real single-node Slurm 22.05 here
+(tests/data/slurm: an array job 4 of 4 tasks throttled to 1, task 2 exits 3, task 4 cancelled
+while pending) and the documented sacct format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cockpit.models.queue import CellState
+from cockpit.models.slurm import merge, parse_sacct, parse_scontrol, parse_squeue, submitted_job
+
+DATA = Path(__file__).resolve().parent / "data" / "slurm"
+JOB = int((DATA / "JOB").read_text())
+
+
+def test_squeue_expands_pending_ranges_and_keeps_the_reason() -> None:
+    tasks = parse_squeue((DATA / "squeue-running.txt").read_text(), JOB)
+    assert {t: s.state for t, s in tasks.items()} == {1: "RUNNING", 2: "PENDING", 3: "PENDING", 4: "PENDING"}
+    assert tasks[2].text == "PENDING (JobArrayTaskLimit)"
+    assert tasks[1].cell_state is CellState.RUNNING and tasks[3].cell_state is CellState.PENDING
+    assert parse_squeue((DATA / "squeue-running.txt").read_text(), JOB + 1) == {}
+
+
+def test_scontrol_gives_finished_tasks_without_accounting() -> None:
+    assert "accounting storage is disabled" in (DATA / "sacct-disabled.txt").read_text()
+    tasks = parse_scontrol((DATA / "scontrol-done.txt").read_text(), JOB)
+    assert {t: (s.state, s.exit_code) for t, s in tasks.items()} == {
+        1: ("COMPLETED", 0), 2: ("FAILED", 3), 3: ("COMPLETED", 0)}
+    assert tasks[2].cell_state is CellState.FAILED and tasks[2].text == "FAILED exit=3"
+    assert tasks[1].cell_state is CellState.OK
+
+
+def test_sacct_states_map_to_catalog_rules() -> None:
+    text = "\n".join([
+        "77_1|COMPLETED|0:0|00:10:02", "77_1.batch|COMPLETED|0:0|00:10:02",
+        "77_2|TIMEOUT|0:0|04:00:11", "77_3|OUT_OF_MEMORY|0:125|00:03:10",
+        "77_4|PREEMPTED|0:0|01:00:00", "77_5|NODE_FAIL|0:0|00:00:12",
+        "77_6|CANCELLED by 1000|0:9|00:00:05", "77_7|RUNNING|0:0|00:01:00"])
+    tasks = parse_sacct(text, 77)
+    assert {t: s.rule_id for t, s in tasks.items()} == {
+        1: "", 2: "SLURM-TIMEOUT", 3: "SLURM4", 4: "SLURM-PREEMPTED", 5: "SLURM-NODE_FAIL",
+        6: "SLURM-CANCELLED", 7: ""}
+    assert tasks[6].text == "CANCELLED signal 9"
+    assert [tasks[t].cell_state for t in (1, 2, 7)] == [CellState.OK, CellState.FAILED, CellState.RUNNING]
+    live = parse_squeue("77_7|RUNNING|None\n77_[8-9]|PENDING|Priority\n", 77)
+    assert merge(live, tasks)[8].text == "PENDING (Priority)"
+
+
+def test_submitted_job_id() -> None:
+    assert submitted_job("Submitted batch job 4242\n") == 4242
