@@ -9,6 +9,8 @@ command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 command -v ssh-keygen >/dev/null 2>&1 || need_apt+=(openssh-client)
 command -v rsvg-convert >/dev/null 2>&1 || need_apt+=(librsvg2-bin)
+# A single-node Slurm (and munge) for the Slurm tests; the daemons are started by the tests.
+[ -x /usr/sbin/slurmctld ] || need_apt+=(slurm-wlm)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
   # policy-rc.d keeps Debian's postinst from starting a system sshd we do not want.

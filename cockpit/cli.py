@@ -306,6 +306,7 @@ def _cmd_preflight(args: argparse.Namespace) -> int:
 def _cmd_queue_control(args: argparse.Namespace) -> int:
     from cockpit.services import launch as svc
     from cockpit.services import ssh
+    from cockpit.services.remote import Box
     from cockpit.services.verify import open_box
 
     found = _load_instance(args.sweep, args.instance)
@@ -324,10 +325,25 @@ def _cmd_queue_control(args: argparse.Namespace) -> int:
             print(f"{args.queue}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_INVALID
 
+    async def slurm_control(box: Box, inst: Instance, name: str) -> str:
+        from cockpit.services import slurm
+
+        if args.command == "stop":
+            jobs = await slurm.cancel(box, inst, name)
+            return f"scancel {' '.join(map(str, jobs))}" if jobs else "no job of this sweep recorded"
+        start = await slurm.resume_start(box, inst, name) if args.command == "resume" else 1
+        if queue_text is not None and inst.queue:
+            await slurm.ensure_idle(box, inst, name)  # pending tasks still read the queue file
+            await box.write(inst.queue, queue_text.encode())
+        job = await slurm.submit(box, inst, name, start=start)
+        return f"{inst.name}: submitted array job {job} from cell {start} (sbatch)"
+
     async def run() -> str:
         box = await open_box(inst, lambda i: ssh.build_target(i, loaded.sweep.ssh, loaded.directory))
         try:
             name = loaded.sweep.sweep
+            if loaded.profiles[inst.profile].detach.primitive == "sbatch":
+                return await slurm_control(box, inst, name)
             if args.command == "stop":
                 return await svc.stop(box, inst, name)
             if args.command == "resume":

@@ -107,6 +107,10 @@ class Launch(Strict):
     """e.g. `python train.py --config "$CFG" --epochs "$EPOCHS" --out "$CKPT_DIR"`."""
     workdir: RemotePath | None = None
     """Where the queue runs (default: the queue file's folder)."""
+    env: dict[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], str] = {}
+    """Environment for the queue and for Slurm's commands (e.g. `SLURM_CONF`)."""
+    sbatch_args: tuple[str, ...] = ()
+    """Extra `#SBATCH` options for a Slurm instance (`--gres=gpu:1`, `--time=04:00:00`)."""
 
 
 class Instance(Strict):

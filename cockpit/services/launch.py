@@ -100,7 +100,8 @@ def start_index(snap: HostSnapshot) -> int:
     return view.start_index
 
 
-async def _exists(box: Box, path: str) -> bytes | None:
+async def read_if_present(box: Box, path: str) -> bytes | None:
+    """The bytes of a regular file on the box, or None when there is none."""
     result = await box.run(["/bin/sh", "-c", 'test -f "$1" && cat -- "$1"', "x", path], 60)
     return result.stdout if result.status == 0 else None
 
@@ -113,7 +114,7 @@ async def deploy(box: Box, folder: str) -> tuple[str, str]:
     for name in ("run_queue.sh", "run_one.sh"):
         file_name, data = versioned(name)
         path = f"{target}/{file_name}"
-        present = await _exists(box, path)
+        present = await read_if_present(box, path)
         if present is None:
             await box.write(path, data, 0o755)
         elif present != data:

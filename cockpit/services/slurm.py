@@ -1,0 +1,151 @@
+"""Slurm instances: the queue as one `sbatch` array job, its state from `squeue` and
+`sacct` (or `scontrol` where accounting is off), and `scancel` of the sweep's own jobs only.
+
+Array task i runs queue cell i with the cockpit's `run_one.sh`, so per-run logs, checkpoints
+and the durable copies follow the same contract as everywhere else. The job ids this
+cockpit submitted are recorded in its state folder; `cancel` touches those and nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from pathlib import Path, PurePosixPath
+
+from cockpit.models.queue import parse_queue_file
+from cockpit.models.slurm import TaskState, merge, parse_sacct, parse_scontrol, parse_squeue
+from cockpit.models.sweep import Instance
+from cockpit.services.launch import LaunchRefused, deploy, read_if_present, session_name
+from cockpit.services.paths import state_dir
+from cockpit.services.remote import Box
+
+
+def jobs_file() -> Path:
+    """Job ids submitted per sweep and instance."""
+    return state_dir() / "slurm_jobs.json"
+
+
+def recorded_jobs(sweep: str, instance: str) -> list[int]:
+    """The job ids this cockpit submitted for `instance` of `sweep`."""
+    try:
+        doc = json.loads(jobs_file().read_text())
+    except (OSError, json.JSONDecodeError):
+        return []
+    return [int(j) for j in doc.get(f"{sweep}/{instance}", [])]
+
+
+def _record(sweep: str, instance: str, job: int) -> None:
+    path = jobs_file()
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        doc = {}
+    doc.setdefault(f"{sweep}/{instance}", []).append(job)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(path)
+
+
+def _env_argv(instance: Instance, argv: list[str]) -> list[str]:
+    env = instance.launch.env if instance.launch else {}
+    return ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else argv
+
+
+def sbatch_script(instance: Instance, sweep: str, one: str, start: int, count: int) -> str:
+    """The array job: task i runs queue cell i through run_one.sh."""
+    assert instance.launch and instance.queue
+    workdir = instance.launch.workdir or str(PurePosixPath(instance.queue).parent)
+    logs = instance.run_logs or f"{workdir}/logs"
+    env = {"COCKPIT_COMMAND": instance.launch.command, "COCKPIT_LOGS": logs,
+           "COCKPIT_CKPT": instance.checkpoints or f"{workdir}/checkpoints",
+           "COCKPIT_DURABLE": instance.durable_root or "", **instance.launch.env}
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={session_name(sweep, instance.name)}",
+             f"#SBATCH --array={start}-{count}", f"#SBATCH --output={logs}/slurm-%A_%a.out",
+             f"#SBATCH --chdir={workdir}", *(f"#SBATCH {arg}" for arg in instance.launch.sbatch_args),
+             "set -u", *(f"export {k}={shlex.quote(v)}" for k, v in env.items()),
+             f"QUEUE={shlex.quote(instance.queue)}",
+             # The i-th cell line, counting cells only (comments and blank lines skipped).
+             "LINE=$(grep -v -E '^[[:space:]]*(#|$)' \"$QUEUE\" | sed -n \"${SLURM_ARRAY_TASK_ID}p\")",
+             'read -r CFG TASK EPOCHS _ <<< "$LINE"',
+             f'exec bash {shlex.quote(one)} "$CFG" "${{TASK:-}}" "${{EPOCHS:-20}}"', ""]
+    return "\n".join(lines)
+
+
+async def ensure_idle(box: Box, instance: Instance, sweep: str) -> None:
+    """Refuse while a job of this queue is queued or running (its tasks still read the queue)."""
+    for job in recorded_jobs(sweep, instance.name):
+        live = await states(box, instance, job)
+        if any(t.state in ("PENDING", "RUNNING") for t in live.values()):
+            raise LaunchRefused(f"{instance.name}: job {job} of this queue is still queued or "
+                                f"running: never submitted twice")
+
+
+async def submit(box: Box, instance: Instance, sweep: str, *, start: int = 1) -> int:
+    """Deploy the runner, write the versioned sbatch script, submit, record the job id."""
+    if instance.launch is None or not instance.queue:
+        raise LaunchRefused(f"{instance.name}: the sweep needs `queue` and `launch.command`")
+    await ensure_idle(box, instance, sweep)
+    queue_text = await read_if_present(box, instance.queue)
+    if queue_text is None:
+        raise LaunchRefused(f"{instance.name}: no queue file {instance.queue} on the box")
+    count = len(parse_queue_file(queue_text.decode("utf-8", errors="replace")))
+    if count < start:
+        raise LaunchRefused(f"{instance.name}: nothing to run from cell {start} of {count}")
+    folder = instance.launch.workdir or str(PurePosixPath(instance.queue).parent)
+    _, one = await deploy(box, folder)
+    script = sbatch_script(instance, sweep, one, start, count)
+    digest = hashlib.sha256(script.encode()).hexdigest()[:8]
+    path = f"{folder.rstrip('/')}/.cockpit/sbatch.{digest}.sh"
+    present = await read_if_present(box, path)
+    if present is None:
+        await box.write(path, script.encode(), 0o755)
+    elif present != script.encode():
+        raise LaunchRefused(f"{path} exists with other content: never overwritten")
+    logs = instance.run_logs or f"{folder}/logs"
+    await box.run(["mkdir", "-p", "--", logs], 60)
+    result = await box.run(_env_argv(instance, ["sbatch", "--parsable", path]), 120)
+    text = result.stdout.decode(errors="replace").strip()
+    if result.status != 0 or not text.split(";")[0].isdigit():
+        detail = (result.stderr or result.stdout).decode(errors="replace")[-300:]
+        raise LaunchRefused(f"sbatch failed: {detail}")
+    job = int(text.split(";")[0])
+    _record(sweep, instance.name, job)
+    return job
+
+
+async def states(box: Box, instance: Instance, job: int) -> dict[int, TaskState]:
+    """Every array task's state: squeue for live ones, sacct (or scontrol) for the rest."""
+    live = await box.run(_env_argv(instance, ["squeue", "-h", "-j", str(job), "-o", "%i|%T|%r"]), 60)
+    acct = await box.run(_env_argv(instance, ["sacct", "-n", "-P", "-j", str(job),
+                                              "--format=JobID,State,ExitCode,Elapsed"]), 60)
+    finished = parse_sacct(acct.stdout.decode(errors="replace"), job) if acct.status == 0 else {}
+    if not finished:
+        shown = await box.run(_env_argv(instance, ["scontrol", "-o", "show", "job", str(job)]), 60)
+        finished = parse_scontrol(shown.stdout.decode(errors="replace"), job)
+    return merge(parse_squeue(live.stdout.decode(errors="replace"), job), finished)
+
+
+async def cancel(box: Box, instance: Instance, sweep: str) -> list[int]:
+    """`scancel` of this instance's recorded jobs, and of nothing else."""
+    jobs = recorded_jobs(sweep, instance.name)
+    if jobs:
+        await box.run(_env_argv(instance, ["scancel", *(str(j) for j in jobs)]), 60)
+    return jobs
+
+
+async def resume_start(box: Box, instance: Instance, sweep: str) -> int:
+    """The first cell the last job did not finish with exit 0 (1 when no job is recorded)."""
+    jobs = recorded_jobs(sweep, instance.name)
+    if not jobs:
+        return 1
+    tasks = await states(box, instance, jobs[-1])
+    if any(t.state in ("PENDING", "RUNNING") for t in tasks.values()):
+        raise LaunchRefused(f"{instance.name}: job {jobs[-1]} is still queued or running")
+    from cockpit.models.queue import CellState
+
+    done = sorted(t for t, s in tasks.items() if s.cell_state is CellState.OK)
+    start = 1
+    while start in done:
+        start += 1
+    return start
