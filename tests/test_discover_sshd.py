@@ -52,13 +52,15 @@ def test_discover_a_hand_started_queue_and_attach(sshd: Sshd, tmp_path: Path) ->
              "--name", "found"], capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         doc = yaml.safe_load(result.stdout)
-        (inst,) = doc["instances"]
+        # Other queues may run on this machine (the demo fleet): ours is the one on our file.
+        (inst,) = [i for i in doc["instances"] if i["queue"] == str(box / "queue.txt")]
         assert inst["queue"] == str(box / "queue.txt")
         assert inst["queue_log"] == str(box / "master.log")
         assert inst["run_logs"] == str(box / "logs")
         assert inst["tmux_session"] == session
+        doc["instances"] = [inst]
         sweep_file = tmp_path / "found.yaml"
-        sweep_file.write_text(result.stdout)
+        sweep_file.write_text(yaml.safe_dump(doc))
         loaded = load_sweep(sweep_file)
         import asyncio
 

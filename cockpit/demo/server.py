@@ -313,6 +313,11 @@ class DemoFleet:
                 "checkpoints": str(data / "checkpoints"),
                 "durable_root": str(box.root / "durable"),
                 "tmux_session": box.spec.tmux_session,
+                # For `cockpit launch`/`resume` (our runners); PY is in every demo box's env.
+                "launch": {"command": '"$PY" -m cockpit.demo.trainer --config "$CFG" --task '
+                                      '"$TASK" --epochs "$EPOCHS" --name "$NAME" --ckpt-dir '
+                                      '"$CKPT_DIR"',
+                           "workdir": str(box.root)},
                 "mounts": {tier: str((box.root / sub).resolve())
                            for tier, sub in box.spec.tiers.items()},
             })

@@ -22,18 +22,21 @@ import yaml
 DISCOVER_SCRIPT = r"""
 LC_ALL=C; export LC_ALL
 b64() { printf '%s' "$1" | base64 | tr -d '\n'; }
-for d in /proc/[0-9]*; do
-  p=${d#/proc/}
-  [ -r "$d/cmdline" ] || continue
-  args=$(tr '\0' '\n' < "$d/cmdline" 2>/dev/null) || continue
-  [ -n "$args" ] || continue
-  stat=$(cat "$d/stat" 2>/dev/null) || continue
-  rest=${stat##*) }
-  set -f; set -- $rest; set +f
-  echo "P $p $2 $4 $(b64 "$args") $(b64 "$(readlink "$d/cwd" 2>/dev/null)")"
-  for f in "$d"/fd/*; do
-    t=$(readlink "$f" 2>/dev/null) || continue
-    case "$t" in *.log) echo "F $p $(b64 "$t")" ;; esac
+# One ps for the whole table; only the sessions that hold a queue runner are read in detail.
+table=$(ps -eo pid=,ppid=,pgid=,sid=,args= 2>/dev/null)
+sids=$(printf '%s\n' "$table" \
+  | awk '$5 ~ /(^|\/)(ba)?sh$/ && $6 ~ /(^|\/)run_queue[^\/]*\.sh$/ {print $4}' | sort -u)
+printf '%s\n' "$table" | while read -r p pp pg sd _; do
+  echo "A $p $pp $pg $sd"
+  for want in $sids; do
+    [ "$sd" = "$want" ] || continue
+    d=/proc/$p
+    args=$(tr '\0' '\n' < "$d/cmdline" 2>/dev/null) || continue
+    echo "P $p $pp $sd $(b64 "$args") $(b64 "$(readlink "$d/cwd" 2>/dev/null)") $pg"
+    for f in "$d"/fd/*; do
+      t=$(readlink "$f" 2>/dev/null) || continue
+      case "$t" in *.log) echo "F $p $(b64 "$t")" ;; esac
+    done
   done
 done
 if command -v tmux >/dev/null 2>&1; then
@@ -58,6 +61,7 @@ class Proc:
     sid: int
     argv: list[str]
     cwd: str
+    pgid: int = 0
     logs: list[str] = field(default_factory=list)
 
 
@@ -79,9 +83,15 @@ def parse(output: str) -> tuple[dict[int, Proc], dict[int, str]]:
     panes: dict[int, str] = {}
     for line in output.splitlines():
         parts = line.split(" ")
-        if parts[0] == "P" and len(parts) >= 6:
+        if parts[0] == "A" and len(parts) == 5 and all(x.isdigit() for x in parts[1:]):
+            # Every process, for ancestry (detail only for the sessions with a runner).
+            pid = int(parts[1])
+            if pid not in procs:
+                procs[pid] = Proc(pid, int(parts[2]), int(parts[4]), [], "", int(parts[3]))
+        elif parts[0] == "P" and len(parts) >= 6:
             procs[int(parts[1])] = Proc(int(parts[1]), int(parts[2]), int(parts[3]),
-                                        _b64(parts[4]).split("\n"), _b64(parts[5]))
+                                        _b64(parts[4]).split("\n"), _b64(parts[5]),
+                                        int(parts[6]) if len(parts) > 6 and parts[6].isdigit() else 0)
         elif parts[0] == "F" and len(parts) == 3 and int(parts[1]) in procs:
             procs[int(parts[1])].logs.append(_b64(parts[2]))
         elif parts[0] == "T" and len(parts) == 3:
@@ -89,7 +99,8 @@ def parse(output: str) -> tuple[dict[int, Proc], dict[int, str]]:
     return procs, panes
 
 
-def _ancestors(pid: int, procs: dict[int, Proc]) -> list[int]:
+def ancestors(pid: int, procs: dict[int, Proc]) -> list[int]:
+    """Parent, grandparent, ... of `pid` as far as the process table goes."""
     out: list[int] = []
     while pid in procs and pid > 1 and len(out) < 64:
         pid = procs[pid].ppid
@@ -110,12 +121,12 @@ def find_queues(procs: dict[int, Proc], panes: dict[int, str]) -> list[FoundQueu
         if not queue.is_absolute():
             queue = PurePosixPath(proc.cwd) / queue
         start = int(proc.argv[3]) if len(proc.argv) > 3 and proc.argv[3].isdigit() else 1
-        descendants = {p.pid for p in procs.values() if pid in _ancestors(p.pid, procs)}
+        descendants = {p.pid for p in procs.values() if pid in ancestors(p.pid, procs)}
         run_logs = sorted({str(PurePosixPath(f).parent) for d in descendants for f in procs[d].logs})
         siblings = [p for p in procs.values() if p.sid == proc.sid and p.pid not in descendants
                     and p.pid != pid and p.argv and p.argv[0].endswith("tee")]
         master = next((f for p in siblings for f in p.logs), None)
-        session = next((panes[a] for a in _ancestors(pid, procs) if a in panes), None)
+        session = next((panes[a] for a in ancestors(pid, procs) if a in panes), None)
         found.append(FoundQueue(str(queue), start, master, run_logs[0] if run_logs else None,
                                 session, pid))
     return found

@@ -208,5 +208,19 @@ async def stop(box: Box, instance: Instance, sweep: str) -> str:
     pids = queue_pids(snap)
     if not pids:
         return "nothing of this queue runs"
-    await box.run(["kill", "-TERM", "--", *(str(p) for p in pids)], 30)
-    return f"sent SIGTERM to pid {', '.join(map(str, pids))}"
+    # Started by hand in a tmux session of its own: that exact session, found through the
+    # pane above the runner (killing only the runner would orphan the training under it).
+    from cockpit.services.discover import DISCOVER_SCRIPT, ancestors, parse
+
+    seen = await box.run(["/bin/sh", "-c", DISCOVER_SCRIPT], 60)
+    procs, panes = parse(seen.stdout.decode(errors="replace"))
+    sessions = sorted({panes[a] for pid in pids for a in ancestors(pid, procs) if a in panes})
+    if sessions:
+        for name in sessions:
+            await box.run(["tmux", "kill-session", "-t", f"={name}"], 30)
+        return f"killed tmux session {', '.join(sessions)} (the one running this queue)"
+    # nohup: the verified runner PIDs and their descendants (its cells and their trainings),
+    # listed one by one: never a pattern, never a whole process group we did not verify.
+    tree = sorted({*pids, *(p for p in procs if set(ancestors(p, procs)) & set(pids))})
+    await box.run(["kill", "-TERM", "--", *(str(p) for p in tree)], 30)
+    return f"sent SIGTERM to pid {', '.join(map(str, tree))} (the queue and its children)"

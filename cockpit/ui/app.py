@@ -300,17 +300,20 @@ class CockpitApp(App[int]):
             sweep, base = self.loaded.sweep, self.loaded.directory
             custody = Custody(tracker.instance, tracker.profile, sweep.sweep,
                               pull_folder((base / sweep.pull_dir).resolve(), name),
-                              tuple(base / p for p in sweep.cli_path), self._box_factory(name))
+                              tuple(base / p for p in sweep.cli_path), self.box_factory(name))
             self.custody[name] = custody
         return custody
 
-    def _box_factory(self, name: str) -> Callable[[], Awaitable[tuple[Box, bool]]]:
+    def box_factory(self, name: str, *, fresh: bool = False) -> Callable[[], Awaitable[tuple[Box, bool]]]:
+        """Opens a Box for `name`: the fleet's live connection when there is one (a pull rides
+        on it), or with `fresh` a connection of its own (an operation must not die with a
+        watcher that reconnects)."""
         async def factory() -> tuple[Box, bool]:
             instance = self.trackers[name].instance
             if instance.is_local:
                 return LocalBox(), False
-            watcher = self.fleet.watchers.get(name) if self.fleet is not None else None
-            if watcher is not None and watcher.conn is not None:
+            watcher = self.fleet.watchers.get(name) if self.fleet is not None and not fresh else None
+            if watcher is not None and watcher.conn is not None and not watcher.conn.is_closed():
                 return SshBox(watcher.conn), True  # the live connection; only SFTP is closed
             target = ssh.build_target(instance, self.loaded.sweep.ssh, self.loaded.directory)
             return SshBox(await ssh.connect(target), owns=True), True
@@ -338,6 +341,30 @@ class CockpitApp(App[int]):
         causes = {cell: self.cause_of(name, cell) for cell in {e.cell for e in tracker.failures.events}}
         self.run_worker(self.custody_of(name).verify(pool, causes), group=f"verify-{name}",
                         exclusive=True, exit_on_error=False)
+
+    def start_operation(self, name: str, verb: str) -> None:
+        """preflight / launch / resume / stop of one box, in an async worker."""
+        from cockpit.ui.ops import run_operation
+
+        if verb == "stop":
+            from rich.text import Text
+
+            from cockpit.ui.custody import ConfirmByTyping
+
+            def confirmed(typed: str | None) -> None:
+                if typed == name:
+                    self.run_worker(run_operation(self, name, verb), group=f"ops-{name}",
+                                    exclusive=True, exit_on_error=False)
+                elif typed is not None:
+                    self.notify(f"typed {typed!r}, not {name!r}: nothing stopped", severity="error")
+
+            self.push_screen(ConfirmByTyping(
+                f"Stop the queue on {name}?", Text("This kills the running training (the exact "
+                                                   "tmux session, or the queue's verified PIDs)."),
+                name), confirmed)
+            return
+        self.run_worker(run_operation(self, name, verb), group=f"ops-{name}", exclusive=True,
+                        exit_on_error=False)
 
     def start_teardown(self, name: str, plan: ApprovedPlan) -> None:
         """Run (or record as done by hand) an approved step in an async worker."""

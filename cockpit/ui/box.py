@@ -40,6 +40,10 @@ class BoxScreen(Screen[None]):
         Binding("slash", "filter", "Filter failures"),
         Binding("r", "reconnect", "Reconnect"),
         Binding("v", "verify", "Verify & teardown"),
+        Binding("P", "operation('preflight')", "Preflight"),
+        Binding("L", "operation('launch')", "Launch"),
+        Binding("R", "operation('resume')", "Resume"),
+        Binding("S", "operation('stop')", "Stop"),
         Binding("tab", "focus_next", "Next panel", show=False),
     ]
 
@@ -233,6 +237,9 @@ class BoxScreen(Screen[None]):
 
     def action_verify(self) -> None:
         self.cockpit.open_verify(self.instance)
+
+    def action_operation(self, verb: str) -> None:
+        self.cockpit.start_operation(self.instance, verb)
 
     def tables(self) -> dict[str, DataTable[Any]]:
         """The queue and failure tables (for tests)."""

@@ -1,0 +1,87 @@
+"""Box operations from the TUI: preflight, launch, resume and stop, as async workers.
+
+Each shows its outcome in a `ReportScreen`; stop asks for the instance name first, because it
+kills a running training. The services refuse what is unsafe (a second launch, a resume while
+the queue runs, a runner in use) and the refusal is what the user sees.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static
+
+from cockpit.models.preflight import Level
+
+if TYPE_CHECKING:
+    from cockpit.ui.app import CockpitApp
+
+
+class ReportScreen(ModalScreen[None]):
+    """A titled block of text; esc closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close")]
+
+    def __init__(self, title: str, body: Text) -> None:
+        super().__init__(classes="banner")
+        self.title_text = title
+        self.body = body
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(Text(self.title_text, style="bold"), id="dialog-title")
+            with VerticalScroll(id="dialog-body"):
+                yield Static(self.body, id="report-body")
+            yield Footer()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+async def run_operation(app: CockpitApp, name: str, verb: str) -> None:
+    """Run one operation on box `name` and show what happened."""
+    from cockpit.services import launch as svc
+    from cockpit.services.preflight import preflight_instance, report_text
+
+    tracker = app.trackers[name]
+    inst, sweep = tracker.instance, app.loaded.sweep
+    app.notify(f"{name}: {verb} ...", timeout=2)
+    if verb == "preflight":
+        report = await preflight_instance(inst, tracker.profile, sweep, app.loaded.directory)
+        style = {Level.PASS: app.palette.ok, Level.WARN: app.palette.warn, Level.FAIL: app.palette.bad}
+        app.push_screen(ReportScreen(f"Preflight {name}: {report.level.name}",
+                                     Text(report_text(report), style=style[report.level])))
+        return
+    factory = app.box_factory(name, fresh=True)
+    box, owned = await factory()
+    try:
+        if tracker.profile.detach.primitive == "sbatch":
+            from cockpit.services import slurm
+
+            if verb == "stop":
+                jobs = await slurm.cancel(box, inst, sweep.sweep)
+                text = f"scancel {' '.join(map(str, jobs))}" if jobs else "no job of this sweep recorded"
+            else:
+                start = await slurm.resume_start(box, inst, sweep.sweep) if verb == "resume" else 1
+                text = f"submitted array job {await slurm.submit(box, inst, sweep.sweep, start=start)}"
+        elif verb == "stop":
+            text = await svc.stop(box, inst, sweep.sweep)
+        else:
+            result = await (svc.resume(box, inst, sweep.sweep) if verb == "resume"
+                            else svc.launch(box, inst, sweep.sweep))
+            where = f"tmux session {result.session}" if result.session else "nohup (no tmux)"
+            text = (f"alive in {result.seconds_to_alive:.1f} s from cell {result.start_index} in "
+                    f"{where}, pid {', '.join(map(str, result.pids))}\n{result.first_line}")
+        app.push_screen(ReportScreen(f"{verb} {name}: done", Text(text)))
+    except svc.LaunchRefused as exc:
+        app.push_screen(ReportScreen(f"{verb} {name}: refused", Text(str(exc), style=app.palette.bad)))
+    except Exception as exc:  # an unreachable box: shown, not raised
+        app.push_screen(ReportScreen(f"{verb} {name}: failed", Text(str(exc), style=app.palette.bad)))
+    finally:
+        if owned:
+            await box.close()

@@ -1,0 +1,59 @@
+"""Box operations from the TUI on the demo fleet: preflight, a refused second launch, stop
+(after typing the name), resume from the first unfinished cell in our own tmux session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Static
+
+from cockpit.services.acks import AckStore
+from cockpit.services.sweepfile import load_sweep
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.box import BoxScreen
+from cockpit.ui.custody import ConfirmByTyping
+from cockpit.ui.ops import ReportScreen
+from tests.test_ui_app import texts
+from tests.test_ui_fleet import wait_until
+
+
+async def report(app: CockpitApp, pilot: object, title: str, timeout: float = 60) -> str:
+    await wait_until(pilot, lambda: isinstance(app.screen, ReportScreen), timeout, title)
+    screen = app.screen
+    assert isinstance(screen, ReportScreen)
+    text = f"{screen.title_text}\n" + texts([screen.query_one("#report-body", Static)])
+    await pilot.press("escape")  # type: ignore[attr-defined]
+    await wait_until(pilot, lambda: isinstance(app.screen, BoxScreen), 5, "back to the box")
+    return text
+
+
+async def test_preflight_launch_stop_resume_from_the_box_screen(demo: Path, tmp_path: Path) -> None:
+    app = CockpitApp(load_sweep(demo / "sweep.yaml"), banners=False,
+                     acks=AckStore(tmp_path / "acks.json"))
+    async with app.run_test(size=(160, 44)) as pilot:
+        await wait_until(pilot, lambda: app.trackers["a1"].snapshot is not None, 20, "a1")
+        await wait_until(pilot, lambda: "STARTING aug_strong" in
+                         (demo / "boxes" / "a1" / "data" / "q1_master.log").read_text(), 90, "cell 4")
+        app.open_box("a1")
+        await wait_until(pilot, lambda: isinstance(app.screen, BoxScreen), 5, "the box screen")
+        await pilot.pause(0.3)
+        await pilot.press("P")
+        text = await report(app, pilot, "preflight")
+        assert "Preflight a1" in text and "gpu: 2 x NVIDIA A100" in text and "driver 550.54.15" in text
+        await pilot.press("L")
+        text = await report(app, pilot, "a refused launch")
+        assert "refused" in text and "already runs" in text
+        await pilot.press("S")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmByTyping), 5, "the dialog")
+        await pilot.press(*"a1", "enter")
+        text = await report(app, pilot, "stop")
+        assert "killed tmux session q1" in text, text
+        await pilot.press("R")
+        text = await report(app, pilot, "resume", 90)
+        assert "resume a1: done" in text and "from cell 4" in text and "demo-fleet-a1" in text
+        await pilot.press("S")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmByTyping), 5, "the dialog")
+        await pilot.press(*"a1", "enter")
+        text = await report(app, pilot, "stop again")
+        assert "killed tmux session demo-fleet-a1" in text
+        await pilot.press("q")
