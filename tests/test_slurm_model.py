@@ -48,3 +48,27 @@ def test_sacct_states_map_to_catalog_rules() -> None:
 
 def test_submitted_job_id() -> None:
     assert submitted_job("Submitted batch job 4242\n") == 4242
+
+
+def test_a_slurm_instance_queue_panel_and_its_failures() -> None:
+    from cockpit.models.hostview import HostTracker
+    from cockpit.models.sweep import Instance
+    from cockpit.services.profiles import load_named
+    from cockpit.services.rulebook import load_rulebook
+    from tests.test_hostview import snapshot
+
+    tracker = HostTracker(Instance(name="s1", profile="slurm", host="h", queue="/q.txt"),
+                          load_named("slurm"), load_rulebook(user=False))
+    tracker.absorb(snapshot(queue_text="a.yaml t 1\nb.yaml t 1\nc.yaml t 1\nd.yaml t 1\n"))
+    tasks = parse_sacct("9_1|COMPLETED|0:0|1\n9_2|TIMEOUT|0:0|2\n9_3|FAILED|4:0|1\n", 9)
+    tasks.update(parse_squeue("9_4|PENDING|Resources\n", 9))
+    tracker.absorb_slurm(tasks, 100.0)
+    view = tracker.queue_view()
+    assert [(c.name, c.state_text) for c in view.cells] == [
+        ("a", "finished ok"), ("b", "failed TIMEOUT"), ("c", "failed exit=4"),
+        ("d", "pending (Resources)")]
+    assert view.start_index == 2 and not view.done
+    events = {e.cell: e.rule_id for e in tracker.failures.events}
+    assert events == {"b": "SLURM-TIMEOUT", "c": ""}
+    tracker.absorb_slurm(tasks, 110.0)  # the next poll adds nothing new
+    assert len(tracker.failures.events) == 2

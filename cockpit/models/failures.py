@@ -94,6 +94,15 @@ class FailureLog:
             rule.remediation, rule.id, rule.spec.retry, finding.line_no, finding.frame,
             exit_code=exit_code))
 
+    def add_rule(self, cell: str, rule: Rule, at: float, message: str) -> FailureEvent:
+        """An event named by a rule without a log line (a scheduler state such as TIMEOUT)."""
+        self.version += 1
+        event = self._index.get((rule.id, cell))
+        if event is not None:
+            return event
+        return self._insert(FailureEvent(rule.id, cell, rule.klass, rule.spec.title, at, at,
+                                         message, rule.remediation, rule.id, rule.spec.retry))
+
     def cell_finished(self, cell: str, exit_code: int, at: float, rulebook: Rulebook) -> None:
         """A FINISHED line: a non-zero exit is an event unless the log already explained it."""
         if exit_code == 0:

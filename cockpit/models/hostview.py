@@ -21,6 +21,7 @@ from cockpit.models.health import IDLE_PCT, Judgement, judge
 from cockpit.models.profile import DangerClock, Profile
 from cockpit.models.queue import (
     EPOCH_RE,
+    CellState,
     LineSplitter,
     QueueLine,
     QueueLog,
@@ -30,6 +31,7 @@ from cockpit.models.queue import (
     parse_queue_file,
 )
 from cockpit.models.rules import Rulebook
+from cockpit.models.slurm import TaskState, slurm_view
 from cockpit.models.snapshot import NA, HostSnapshot, HostState, Mount, Reachability
 from cockpit.models.sweep import Instance, moment_epoch
 
@@ -159,6 +161,8 @@ class HostTracker:
         self._kernel_seen: set[str] = set()
         self._view: tuple[int, QueueView] | None = None
         self._judged: tuple[int, list[Judgement]] | None = None
+        self.slurm_tasks: dict[int, TaskState] | None = None
+        """Array-task states of a Slurm instance (from squeue/sacct), when it has a job."""
         self.version = 0
         """Bumped on every absorbed event, so views redraw only what changed."""
 
@@ -262,6 +266,20 @@ class HostTracker:
         pids = self.snapshot.queue.process_pids
         return None if isinstance(pids, NA) else bool(pids)
 
+    def absorb_slurm(self, tasks: dict[int, TaskState], at: float) -> None:
+        """Slurm's view of the queue's array job; a failed task becomes a failure event."""
+        self.slurm_tasks = tasks
+        self.version += 1
+        names = {line.index: line.name for line in self.queue_lines}
+        for index, task in tasks.items():
+            if task.cell_state is not CellState.FAILED or index not in names:
+                continue
+            rule = self.rulebook.by_id.get(task.rule_id) if task.rule_id else None
+            if rule is not None:
+                self.failures.add_rule(names[index], rule, at, f"Slurm: {task.text}")
+            else:
+                self.failures.cell_finished(names[index], task.exit_code or 1, at, self.rulebook)
+
     def queue_view(self) -> QueueView:
         """The queue's cells as of the newest snapshot (remote clock).
 
@@ -269,6 +287,8 @@ class HostTracker:
         for it on every repaint. Without a remote clock it depends on this machine's clock,
         so it is rebuilt each time.
         """
+        if self.slurm_tasks is not None:
+            return slurm_view(self.queue_lines, self.slurm_tasks)
         snap = self.snapshot
         if snap is None or isinstance(snap.remote_time, NA):
             return build_view(self.queue_lines, self.queue_log, self.progress, alive=self.alive,

@@ -191,12 +191,16 @@ class CellView:
     epoch: int = 0
     elapsed_s: float | None = None
     eta_s: float | None = None
+    note: str = ""
+    """What a scheduler said (`TIMEOUT`, `PENDING (Resources)`), shown instead of the exit code."""
 
     @property
     def state_text(self) -> str:
-        """`failed exit=1`, `running`, ..."""
+        """`failed exit=1`, `running`, `failed TIMEOUT`, ..."""
         if self.state is CellState.FAILED:
-            return f"failed exit={self.exit_code}"
+            return f"failed {self.note}" if self.note else f"failed exit={self.exit_code}"
+        if self.note:
+            return f"{self.state.value} {self.note}"
         return str(self.state.value)
 
 

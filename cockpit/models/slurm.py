@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cockpit.models.queue import CellState
+from cockpit.models.queue import CellState, CellView, QueueLine, QueueView
 
 _TASK = re.compile(r"^(?P<job>\d+)_(?P<task>\d+)$")
 _RANGE = re.compile(r"^(?P<job>\d+)_\[(?P<spec>[^\]]+)\]$")
@@ -151,3 +151,22 @@ def parse_scontrol(text: str, job: int) -> dict[int, TaskState]:
                                 int(sig) if sig.isdigit() and int(sig) else None,
                                 fields.get("RunTime", ""))
     return tasks
+
+
+def slurm_view(lines: tuple[QueueLine, ...], tasks: dict[int, TaskState]) -> QueueView:
+    """The queue panel for a Slurm instance: cell i is array task i."""
+    cells = []
+    for line in lines:
+        task = tasks.get(line.index)
+        state = task.cell_state if task is not None else CellState.PENDING
+        code = task.exit_code if task is not None and state is CellState.FAILED else None
+        note = ""
+        if task is not None and state is CellState.FAILED:
+            note = task.text if task.state != "FAILED" else ""
+        elif task is not None and state is CellState.PENDING and task.reason not in ("", "None"):
+            note = f"({task.reason})"
+        cells.append(CellView(line.index, line.name, line.task, line.epochs, state, code, note=note))
+    running = next((c for c in cells if c.state is CellState.RUNNING), None)
+    start = next((c.index for c in cells if c.state is not CellState.OK), None)
+    done = bool(cells) and all(c.state in (CellState.OK, CellState.FAILED) for c in cells)
+    return QueueView(tuple(cells), start, running, done, None)

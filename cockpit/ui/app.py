@@ -51,6 +51,10 @@ REPAINT_S = 1.0
 """Repaint at most once a second: every box's record in that second lands in one repaint."""
 
 
+SLURM_POLL_S = 10.0
+"""How often a Slurm instance's array job is read with squeue/sacct."""
+
+
 class CockpitApp(App[int]):
     """Watch a sweep: fleet table, box panels, danger banners, host keys."""
 
@@ -120,6 +124,8 @@ class CockpitApp(App[int]):
                     seen.add(platform)
                     self.show_banner(platform)
         self.watch_fleet()
+        if any(t.profile.detach.primitive == "sbatch" for t in self.trackers.values()):
+            self.set_interval(SLURM_POLL_S, self.poll_slurm)
         self.call_after_refresh(self._first_frame)
 
     def _first_frame(self) -> None:
@@ -167,6 +173,29 @@ class CockpitApp(App[int]):
         for screen in self.screen_stack:
             if isinstance(screen, FleetScreen | BoxScreen):
                 screen.refresh_hosts(names)
+
+    def poll_slurm(self) -> None:
+        """Read the array jobs of Slurm instances into their queue panels (squeue/sacct)."""
+        from cockpit.services import slurm
+
+        async def one(name: str, job: int) -> None:
+            tracker = self.trackers[name]
+            box, owned = await self.box_factory(name, fresh=True)()
+            try:
+                tasks = await slurm.states(box, tracker.instance, job)
+            finally:
+                if owned:
+                    await box.close()
+            tracker.absorb_slurm(tasks, self.clock())
+            self.dirty.add(name)
+
+        for name, tracker in self.trackers.items():
+            if tracker.profile.detach.primitive != "sbatch":
+                continue
+            jobs = slurm.recorded_jobs(self.loaded.sweep.sweep, name)
+            if jobs:
+                self.run_worker(one(name, jobs[-1]), group=f"slurm-{name}", exclusive=True,
+                                exit_on_error=False)
 
     def check_alerts(self) -> None:
         """Ring the bell and toast each material event once; send it on if configured."""
