@@ -11,6 +11,8 @@ command -v ssh-keygen >/dev/null 2>&1 || need_apt+=(openssh-client)
 command -v rsvg-convert >/dev/null 2>&1 || need_apt+=(librsvg2-bin)
 # A single-node Slurm (and munge) for the Slurm tests; the daemons are started by the tests.
 [ -x /usr/sbin/slurmctld ] || need_apt+=(slurm-wlm)
+# Network namespaces for the link-cut fault tests.
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
   # policy-rc.d keeps Debian's postinst from starting a system sshd we do not want.

@@ -129,7 +129,7 @@ class Backoff:
     """Capped exponential backoff with jitter, so a fleet does not reconnect in lockstep."""
 
     base: float = 1.0
-    cap: float = 60.0
+    cap: float = 15.0
     jitter: float = 0.2
 
     def delay(self, attempt: int) -> float:

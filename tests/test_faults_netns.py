@@ -1,0 +1,132 @@
+"""Fault matrix, part 1: boxes in network namespaces, each with its own sshd, watched by the
+real fleet service. A link cut for 60 s on one box: stale within the keepalive window, the
+others unaffected, reconnected after the link returns, and none of its cells judged dead."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cockpit.models.events import HostStateChanged, SnapshotTaken
+from cockpit.models.hostview import HostTracker
+from cockpit.models.snapshot import Reachability
+from cockpit.services.fleet import Fleet
+from cockpit.services.rulebook import load_rulebook
+from cockpit.services.sweepfile import load_sweep
+from tests.netns import NetBox
+
+pytestmark = pytest.mark.sshd
+CUT_S = 60.0
+
+
+@pytest.fixture
+def boxes(tmp_path: Path) -> Iterator[list[NetBox]]:
+    made = [NetBox(tmp_path, i) for i in (11, 12, 13)]
+    try:
+        for box in made:
+            box.start()
+        yield made
+    finally:
+        for box in made:
+            box.stop()
+
+
+def sweep_for(tmp_path: Path, boxes: list[NetBox]) -> Path:
+    config = tmp_path / "ssh_config"
+    config.write_text("\n".join(b.config_block(f"nb{b.index}") for b in boxes))
+    known = tmp_path / "known_hosts"
+    known.write_text("".join(b.sshd.known_hosts_line() for b in boxes))
+    lines = ["sweep: faults", "interval: 1s",
+             f"ssh: {{config: [{config}], known_hosts: [{known}], keepalive_interval: 1s, "
+             f"keepalive_count_max: 3, connect_timeout: 3s}}", "instances:"]
+    for box in boxes:
+        work = tmp_path / f"work{box.index}"
+        work.mkdir()
+        (work / "queue.txt").write_text("cfg/a.yaml t 100\ncfg/b.yaml t 100\n")
+        (work / "master.log").write_text("[2026-11-21 10:00:00] [1/2] STARTING a (t, 100ep)\n")
+        (work / "runner.sh").write_text("sleep 600\n")
+        lines += [f"  - name: b{box.index}", "    profile: generic-ssh", f"    host: nb{box.index}",
+                  f"    queue: {work}/queue.txt", f"    queue_log: {work}/master.log",
+                  "    stall_after: 1h"]
+    path = tmp_path / "sweep.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def start_runner(box: NetBox, work: Path) -> subprocess.Popen[bytes]:
+    """A queue runner inside the box's namespace whose argv names its queue file."""
+    return subprocess.Popen(["ip", "netns", "exec", box.ns, "bash", "runner.sh", "queue.txt"], cwd=work,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+async def test_a_link_cut_makes_one_box_stale_not_dead_and_it_recovers(
+        boxes: list[NetBox], tmp_path: Path) -> None:
+    loaded = load_sweep(sweep_for(tmp_path, boxes))
+    runners = [start_runner(b, tmp_path / f"work{b.index}") for b in boxes]
+    rulebook = load_rulebook(user=False)
+    trackers = {i.name: HostTracker(i, loaded.profiles[i.profile], rulebook) for i in loaded.sweep.instances}
+    fleet = Fleet(loaded.sweep, loaded.profiles, loaded.directory)
+    snaps: dict[str, list[float]] = {name: [] for name in trackers}
+    states: list[tuple[float, str, Reachability]] = []
+    victim, cut_at, restored_at = boxes[1], 0.0, 0.0
+    judged_during_cut: list[str] = []
+
+    async def consume() -> None:
+        async for event in fleet.events():
+            now = time.monotonic()
+            if isinstance(event, HostStateChanged):
+                trackers[event.state.instance].absorb_state(event.state)
+                states.append((now, event.state.instance, event.state.reachability))
+            elif isinstance(event, SnapshotTaken):
+                trackers[event.snapshot.instance].absorb(event.snapshot)
+                snaps[event.snapshot.instance].append(now)
+            if cut_at and not restored_at:
+                judged_during_cut.extend(j.kind for j in trackers[f"b{victim.index}"].judgements())
+
+    fleet.start()
+    reader = asyncio.create_task(consume())
+    try:
+        deadline = time.monotonic() + 30
+        while not all(len(s) >= 2 for s in snaps.values()):
+            assert time.monotonic() < deadline, {k: len(v) for k, v in snaps.items()}
+            await asyncio.sleep(0.2)
+        assert all(t.queue_view().cells[0].state.value == "running" for t in trackers.values())
+        victim.cut()
+        cut_at = time.monotonic()
+        await asyncio.sleep(CUT_S)
+        victim.restore()
+        restored_at = time.monotonic()
+        name = f"b{victim.index}"
+        stale = [t for t, n, r in states if n == name and r is Reachability.STALE and t >= cut_at]
+        assert stale and stale[0] < restored_at, "the cut box was not marked stale during the cut"
+        detection = stale[0] - cut_at
+        others = [n for n in snaps if n != name]
+        for other in others:
+            during = [t for t in snaps[other] if cut_at < t < restored_at]
+            assert len(during) >= CUT_S / 2 - 2, f"{other} stalled during the cut: {len(during)}"
+        deadline = time.monotonic() + 45
+        while not [t for t in snaps[name] if t > restored_at]:
+            assert time.monotonic() < deadline, "no record after the link came back"
+            await asyncio.sleep(0.2)
+        recovery = min(t for t in snaps[name] if t > restored_at) - restored_at
+        assert "dead" not in judged_during_cut and "stale" in judged_during_cut
+        assert trackers[name].queue_view().cells[0].state.value == "running"
+        assert "dead" not in [j.kind for j in trackers[name].judgements()]
+        # Figures, not assertions (no timing assertions in the suite): printed with -s and
+        # reported in bench/README.md.
+        print(f"link cut {CUT_S:.0f}s: stale after {detection:.1f}s, first record {recovery:.1f}s "
+              f"after the link returned; others kept {len(during)} records")
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+        await fleet.stop()
+        for runner in runners:
+            runner.kill()
+            runner.wait()
