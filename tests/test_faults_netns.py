@@ -130,3 +130,113 @@ async def test_a_link_cut_makes_one_box_stale_not_dead_and_it_recovers(
         for runner in runners:
             runner.kill()
             runner.wait()
+
+
+@pytest.fixture
+def one_box(tmp_path: Path) -> Iterator[NetBox]:
+    box = NetBox(tmp_path, 21)
+    try:
+        box.start()
+        yield box
+    finally:
+        box.stop()
+
+
+def durable_tree(root: Path) -> Path:
+    """Two finished cells with real checkpoints and a 40 MB file; a queue naming them."""
+    import json
+    import os as _os
+
+    import torch
+
+    durable = root / "durable"
+    for index, cell in enumerate(("x", "y")):
+        (durable / cell).mkdir(parents=True)
+        state = {"model_state_dict": {"w": torch.full((16, 16), float(index))}}
+        torch.save(state, durable / cell / "best.pth")
+        (durable / cell / "best_metrics.json").write_text(json.dumps({"epoch": 1, "loss": 0.1}))
+    (durable / "y" / "eval_dump.bin").write_bytes(_os.urandom(1 << 20) * 40)
+    (root / "queue.txt").write_text("cfg/x.yaml t 1\ncfg/y.yaml t 1\n")
+    return durable
+
+
+async def test_a_pull_cut_at_20_random_points_resumes_to_matching_hashes(
+        one_box: NetBox, tmp_path: Path) -> None:
+    import hashlib
+    import random
+
+    from cockpit.services import ssh
+    from cockpit.services.pull import CHUNK, PART_SUFFIX, PullProgress
+    from cockpit.services.remote import SshBox
+    from cockpit.services.verify import MARKER, make_pool, run_verification
+
+    root = tmp_path / "remote"
+    durable = durable_tree(root)
+    config = tmp_path / "ssh_config"
+    config.write_text(one_box.config_block("nb"))
+    known = tmp_path / "known_hosts"
+    known.write_text(one_box.sshd.known_hosts_line())
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"""sweep: pullfaults
+ssh: {{config: [{config}], known_hosts: [{known}], keepalive_interval: 1s, keepalive_count_max: 3,
+      connect_timeout: 3s}}
+instances:
+  - name: p1
+    profile: generic-ssh
+    host: nb
+    queue: {root}/queue.txt
+    durable_root: {durable}
+""")
+    loaded = load_sweep(sweep)
+    inst = loaded.sweep.instances[0]
+    target = ssh.build_target(inst, loaded.sweep.ssh, loaded.directory)
+    dest = tmp_path / "pulled" / "p1"
+    expected = {str(p.relative_to(durable)): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in durable.rglob("*") if p.is_file()}
+    total = sum(p.stat().st_size for p in durable.rglob("*") if p.is_file())
+    rng = random.Random(7)
+    interruptions = 0
+    with make_pool(1) as pool:
+        for attempt in range(20):
+            cut_link = attempt % 2 == 0
+            threshold = rng.randrange(1, total - CHUNK)  # before the last block is read
+            fired = False
+
+            def fault(progress: PullProgress, threshold: int = threshold, cut_link: bool = cut_link) -> None:
+                nonlocal fired
+                if not fired and progress.done >= threshold:
+                    fired = True
+                    (one_box.cut if cut_link else one_box.sshd.stop)()
+
+            remote = SshBox(await ssh.connect(target), owns=True)
+            try:
+                report = await run_verification(remote, inst, dest, "pullfaults", pool, on_progress=fault)
+            finally:
+                with contextlib.suppress(Exception):
+                    await remote.close()
+            interrupted = report.pull is None or not report.pull.ok
+            if interrupted:
+                interruptions += 1
+                assert report.verification is None or not report.verification.complete
+                assert not (dest / MARKER).exists(), "PULL_VERIFIED.json written early"
+            for path in dest.rglob("*"):  # nothing partial or wrong under a final name
+                if path.is_file() and not path.name.endswith(PART_SUFFIX) and path.name != MARKER:
+                    rel = str(path.relative_to(dest))
+                    assert hashlib.sha256(path.read_bytes()).hexdigest() == expected[rel], rel
+            if cut_link:
+                one_box.restore()
+            elif one_box.sshd.proc is None:
+                one_box.sshd.start()
+            if not interrupted:  # the fault came too late to matter: start clean for the next one
+                for path in dest.rglob("*"):
+                    if path.is_file():
+                        path.unlink()
+        remote = SshBox(await ssh.connect(target), owns=True)
+        try:
+            final = await run_verification(remote, inst, dest, "pullfaults", pool)
+        finally:
+            await remote.close()
+    assert interruptions >= 10, interruptions  # a fault after the last read interrupts nothing
+    assert final.verification is not None and final.verification.summary == "2/2 loaded"
+    assert (dest / MARKER).exists()
+    print(f"pull cut at {interruptions} random points (link down or sshd killed): resumed to 2/2")
