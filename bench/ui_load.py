@@ -168,9 +168,18 @@ async def child_ui(sweep: Path, seconds: float) -> dict[str, Any]:
         out["first_data_s"] = time.perf_counter() - started
         out["all_hosts_reported"] = ok
         snaps0, repaints0, probes0 = app.snapshots, app.repaints, len(app.probe_ms)
+        profile = None
+        if os.environ.get("COCKPIT_BENCH_PROFILE"):  # where the UI's CPU goes, for tuning
+            import cProfile
+
+            profile = cProfile.Profile()
+            profile.enable()
         window.open()
         await asyncio.sleep(seconds)
         window.close()
+        if profile is not None:
+            profile.disable()
+            profile.dump_stats(os.environ["COCKPIT_BENCH_PROFILE"])
         out.update(window.report())
         out["snapshots"] = app.snapshots - snaps0
         out["repaints"] = app.repaints - repaints0

@@ -262,3 +262,26 @@ async def test_quit_touches_no_remote(tmp_path: Path) -> None:
         await pilot.pause(0.1)
     assert app.return_code == 0
     assert app.fleet is None  # the replay has no connections; `q` only exits
+
+
+async def test_the_fleet_table_re_renders_only_the_cells_that_changed(tmp_path: Path) -> None:
+    from rich.text import Text as RichText
+
+    from cockpit.ui.fleet import StableTable
+
+    app = make_app(tmp_path)
+    async with app.run_test() as pilot:
+        await settle(app, pilot)
+        table = app.query_one("#fleet", StableTable)
+        await pilot.pause(0.2)
+        before = table.renders
+        table.update_cell("r1", "GPU", RichText("99% x1"))
+        await pilot.pause(0.2)
+        changed = table.renders - before
+        assert 1 <= changed <= 2, changed  # the one cell (a plain DataTable re-renders all ~40)
+        assert str(table.get_cell("r1", "GPU")) == "99% x1"
+        before = table.renders
+        table.refresh()
+        await pilot.pause(0.2)
+        assert table.renders == before, "a repaint without a change renders nothing new"
+        await pilot.press("q")

@@ -166,6 +166,8 @@ def _stall(tracker: HostTracker, snap: HostSnapshot) -> list[Judgement]:
 def _disk(tracker: HostTracker, snap: HostSnapshot) -> list[Judgement]:
     out = []
     for mount in snap.mounts:
+        if all(isinstance(p, NA) or p < PRESSURE_PCT for p in (mount.bytes_pct, mount.inodes_pct)):
+            continue  # the trend (a least-squares fit per series) only matters under pressure
         trend = tracker.mount_trend(mount)
         for label, pct, full_s in (("disk", mount.bytes_pct, trend.bytes_full_s),
                                    ("inodes", mount.inodes_pct, trend.inodes_full_s)):
