@@ -289,8 +289,10 @@ def spawn(kind: str, sweep: Path, seconds: float, root: Path, env: dict[str, str
                                 cwd=Path(__file__).resolve().parent.parent)
         code = proc.wait()
     if code != 0 or not out.exists():
-        tail = log.read_text(errors="replace")[-4000:]
-        raise RuntimeError(f"child {kind} exited with {code}:\n{tail}")
+        text = log.read_text(errors="replace")
+        errors = [ln for ln in text.splitlines() if "Error" in ln or "Exception" in ln][-5:]
+        raise RuntimeError(f"child {kind} exited with {code}:\n" + "\n".join(errors) + "\n"
+                           + text[-3000:])
     result: dict[str, Any] = json.loads(out.read_text())
     result["launched"] = launched
     noise = log.read_text(errors="replace").strip()
