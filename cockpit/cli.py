@@ -151,6 +151,21 @@ def _load_instance(sweep: Path, name: str) -> tuple[LoadedSweep, Instance] | int
         return EXIT_INVALID
 
 
+def _load_instances(sweep: Path, names: list[str]) -> tuple[LoadedSweep, list[Instance]] | int:
+    """The sweep and the named instances (all when none is named), or the exit code."""
+    from cockpit.services.sweepfile import load_sweep
+    from cockpit.services.yamlfile import ConfigError
+
+    try:
+        loaded = load_sweep(sweep)
+        return loaded, [loaded.sweep.instance(n) for n in names] or list(loaded.sweep.instances)
+    except ConfigError as exc:
+        return _print_config_error(exc)
+    except KeyError as exc:
+        print(f"no instance {exc.args[0]!r} in {sweep}", file=sys.stderr)
+        return EXIT_INVALID
+
+
 def _cmd_profiles(args: argparse.Namespace) -> int:
     from cockpit.services import profiles as svc
     from cockpit.services.yamlfile import ConfigError
@@ -225,7 +240,6 @@ def _cmd_classify(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from cockpit.services import ssh
-    from cockpit.services.sweepfile import load_sweep
     from cockpit.services.verify import (
         VerifyReport,
         make_pool,
@@ -235,16 +249,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         report_text,
         run_verification,
     )
-    from cockpit.services.yamlfile import ConfigError
 
-    try:
-        loaded = load_sweep(args.sweep)
-        chosen = [loaded.sweep.instance(n) for n in args.instance] or list(loaded.sweep.instances)
-    except ConfigError as exc:
-        return _print_config_error(exc)
-    except KeyError as exc:
-        print(f"no instance {exc.args[0]!r} in {args.sweep}", file=sys.stderr)
-        return EXIT_INVALID
+    found = _load_instances(args.sweep, args.instance)
+    if isinstance(found, int):
+        return found
+    loaded, chosen = found
     pull_dir = (loaded.directory / loaded.sweep.pull_dir).resolve()
 
     async def run_all() -> list[VerifyReport]:
@@ -282,17 +291,11 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 def _cmd_preflight(args: argparse.Namespace) -> int:
     from cockpit.services import preflight as svc
-    from cockpit.services.sweepfile import load_sweep
-    from cockpit.services.yamlfile import ConfigError
 
-    try:
-        loaded = load_sweep(args.sweep)
-        chosen = [loaded.sweep.instance(n) for n in args.instance] or list(loaded.sweep.instances)
-    except ConfigError as exc:
-        return _print_config_error(exc)
-    except KeyError as exc:
-        print(f"no instance {exc.args[0]!r} in {args.sweep}", file=sys.stderr)
-        return EXIT_INVALID
+    found = _load_instances(args.sweep, args.instance)
+    if isinstance(found, int):
+        return found
+    loaded, chosen = found
     reports = asyncio.run(svc.preflight(loaded.sweep, loaded.profiles, loaded.directory, chosen))
     if args.json:
         print(json.dumps({"sweep": loaded.sweep.sweep, "instances": [svc.report_json(r) for r in reports]},

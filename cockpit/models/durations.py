@@ -42,3 +42,12 @@ def parse_size(text: str) -> int:
         raise ValueError(f"expected a size like 500M, 2G or 1.5T, got {text!r}")
     unit = (match.group(2) or "").upper()[:1]
     return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
+def format_bytes(count: float) -> str:
+    """`512 B`, `3.0 KiB`, `1.5 GiB` (binary units)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(count) < 1024 or unit == "TiB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} TiB"

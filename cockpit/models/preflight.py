@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import PurePosixPath
 
-from cockpit.models.durations import parse_size
+from cockpit.models.durations import format_bytes, parse_size
 from cockpit.models.profile import Profile, StorageTier
 from cockpit.models.queue import parse_queue_file
 from cockpit.models.snapshot import NA, GpuStatus, HostSnapshot, Mount
@@ -67,15 +67,6 @@ class PreflightReport:
     def add(self, name: str, level: Level, reason: str) -> None:
         """Record a check."""
         self.checks.append(Check(name, level, reason))
-
-
-def human(count: float) -> str:
-    """`1.5 GiB`, `120k` style sizes for reasons."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(count) < 1024 or unit == "TiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} TiB"
 
 
 def tier_of(path: str, profile: Profile, instance: Instance) -> StorageTier | None:
@@ -190,8 +181,9 @@ def _room(report: PreflightReport, instance: Instance, snap: HostSnapshot) -> No
             need_inodes = (budget.inodes_per_cell or 0) * cells
         problems = []
         if need_bytes and mount.bytes_avail < need_bytes:
-            problems.append(f"needs {human(need_bytes)} for {cells} cells, {human(mount.bytes_avail)} "
-                            f"free: short {human(need_bytes - mount.bytes_avail)}")
+            free = mount.bytes_avail
+            problems.append(f"needs {format_bytes(need_bytes)} for {cells} cells, {format_bytes(free)} "
+                            f"free: short {format_bytes(need_bytes - free)}")
         inodes = mount.inodes_avail
         if need_inodes and not isinstance(inodes, NA) and inodes < need_inodes:
             problems.append(f"needs {need_inodes} inodes for {cells} cells, {inodes} free: short "
@@ -206,7 +198,7 @@ def _room(report: PreflightReport, instance: Instance, snap: HostSnapshot) -> No
         else:
             fits = f"fits {cells} cells" if need_bytes or need_inodes else "no budget in the sweep"
             free_inodes = inodes if not isinstance(inodes, NA) else "?"
-            report.add(name, Level.PASS, f"{human(mount.bytes_avail)} and {free_inodes} inodes free; "
+            report.add(name, Level.PASS, f"{format_bytes(mount.bytes_avail)} and {free_inodes} inodes free; "
                                          f"{fits}")
 
 
@@ -215,7 +207,7 @@ def _memory(report: PreflightReport, snap: HostSnapshot) -> None:
     if isinstance(memory.max_bytes, NA):
         report.add("memory", Level.PASS, f"{memory.source}: no memory.max limit")
     elif memory.max_bytes < MIN_CGROUP_BYTES:
-        report.add("memory", Level.WARN, f"cgroup memory.max is {human(memory.max_bytes)}: size "
+        report.add("memory", Level.WARN, f"cgroup memory.max is {format_bytes(memory.max_bytes)}: size "
                                          f"num_workers against it (U9)")
     else:
-        report.add("memory", Level.PASS, f"cgroup memory.max {human(memory.max_bytes)}")
+        report.add("memory", Level.PASS, f"cgroup memory.max {format_bytes(memory.max_bytes)}")

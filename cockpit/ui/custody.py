@@ -18,7 +18,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from cockpit.models.custody import CellStatus
-from cockpit.models.durations import format_duration
+from cockpit.models.durations import format_bytes, format_duration
 from cockpit.models.gate import GateError, GateState
 from cockpit.services.custody import Custody
 from cockpit.services.plan import ActionView, plan_actions
@@ -29,15 +29,6 @@ if TYPE_CHECKING:
 
 VERIFY_COLUMNS = ("cell", "status", "metric", "bytes", "reason")
 ACTION_COLUMNS = ("action", "kind", "lock", "meter", "keeps", "destroys")
-
-
-def human_bytes(count: float) -> str:
-    """`1.2 GiB`."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(count) < 1024 or unit == "TiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} TiB"
 
 
 class ConfirmByTyping(ModalScreen[str | None]):
@@ -159,9 +150,9 @@ class VerifyScreen(_CustodyScreen):
         progress = custody.progress
         if progress is not None and progress.total:
             eta = progress.eta_s
-            head.append(f"\npulled {human_bytes(progress.done)} of {human_bytes(progress.total)}"
+            head.append(f"\npulled {format_bytes(progress.done)} of {format_bytes(progress.total)}"
                         f" ({100 * progress.done / progress.total:.0f}%); "
-                        f"{human_bytes(progress.moved)} moved this run at {human_bytes(progress.rate)}/s"
+                        f"{format_bytes(progress.moved)} moved this run at {format_bytes(progress.rate)}/s"
                         f"{', ETA ' + format_duration(eta) if eta and custody.busy else ''}")
         self.query_one("#verify-head", Static).update(head)
         table = self.query_one("#verify-table", DataTable)
@@ -175,7 +166,7 @@ class VerifyScreen(_CustodyScreen):
         else:
             colour = palette.ok if verification.complete else palette.bad
             foot.append(f"{verification.summary}", style=f"bold {colour}")
-            foot.append(f"  {human_bytes(verification.bytes_pulled)} verified, manifest "
+            foot.append(f"  {format_bytes(verification.bytes_pulled)} verified, manifest "
                         f"{verification.manifest_digest[:16]}")
             foot.append(f"\nPULL_VERIFIED.json: {report.marker}" if report and report.marker else
                         "\nno PULL_VERIFIED.json (written only at N/N)")
@@ -190,7 +181,7 @@ class VerifyScreen(_CustodyScreen):
             for verdict in verification.verdicts:
                 row: tuple[Text | str, ...] = (
                     verdict.cell, Text(verdict.status.value.upper(), style=style[verdict.status]),
-                    verdict.metric or "-", human_bytes(verdict.bytes) if verdict.bytes else "-",
+                    verdict.metric or "-", format_bytes(verdict.bytes) if verdict.bytes else "-",
                     verdict.reason or "")
                 upsert_row(table, verdict.cell, VERIFY_COLUMNS, row)
         self.query_one("#verify-foot", Static).update(foot)

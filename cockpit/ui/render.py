@@ -15,7 +15,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from cockpit.models.durations import format_duration
+from cockpit.models.durations import format_bytes, format_duration
 from cockpit.models.hostview import HostTracker
 from cockpit.models.profile import StorageTier
 from cockpit.models.queue import CellState, CellView
@@ -67,17 +67,6 @@ def bar(value: float | NA, style: str, width: int = BAR_WIDTH) -> Text:
     out.append("░" * (width - filled))
     out.append(f" {value:3.0f}%", style=style)
     return out
-
-
-def human_bytes(value: float) -> str:
-    """`1.2 GiB`, `-340 MiB` (binary units, like df -h)."""
-    sign = "-" if value < 0 else ""
-    size = abs(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{sign}{size:.0f} {unit}" if unit == "B" else f"{sign}{size:.1f} {unit}"
-        size /= 1024
-    return f"{sign}{size:.1f} TiB"
 
 
 def human_count(value: float) -> str:
@@ -219,7 +208,7 @@ def disk_panel(tracker: HostTracker, palette: Palette) -> RenderableType:
         trend = tracker.mount_trend(mount)
         line = Text("bytes  ")
         line.append_text(bar(mount.bytes_pct, palette.fill(mount.bytes_pct)))
-        line.append(_trend(trend.bytes_delta, trend.bytes_full_s, human_bytes), style=palette.muted)
+        line.append(_trend(trend.bytes_delta, trend.bytes_full_s, format_bytes), style=palette.muted)
         parts.append(line)
         line = Text("inodes ")
         line.append_text(bar(mount.inodes_pct, palette.fill(mount.inodes_pct)))
@@ -230,8 +219,8 @@ def disk_panel(tracker: HostTracker, palette: Palette) -> RenderableType:
     line = Text(f"memory ({mem.source}) ")
     line.append_text(bar(mem.pct, palette.fill(mem.pct)))
     if not isinstance(mem.current_bytes, NA):
-        limit = "no limit" if isinstance(mem.max_bytes, NA) else human_bytes(mem.max_bytes)
-        line.append(f"  {human_bytes(mem.current_bytes)} of {limit}")
+        limit = "no limit" if isinstance(mem.max_bytes, NA) else format_bytes(mem.max_bytes)
+        line.append(f"  {format_bytes(mem.current_bytes)} of {limit}")
     kills = mem.oom_kills
     line.append(f"  OOM kills: {fmt_num(kills)}",
                 style=palette.bad if not isinstance(kills, NA) and kills > 0 else "")
