@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from cockpit.models.billing import SweepBill, billing_row
 from cockpit.models.durations import format_duration
+from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import upsert_row
-
-if TYPE_CHECKING:
-    from cockpit.ui.app import CockpitApp
 
 BILLING_COLUMNS = ("instance", "platform", "now", "per hour", "uptime", "so far", "idle")
 
 
-class BillingScreen(Screen[None]):
+class BillingScreen(CockpitScreen):
     """Money per box and for the sweep; `enter` on a box shows what survives each teardown."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "Back")]
@@ -29,13 +26,6 @@ class BillingScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__(classes="billing")
 
-    @property
-    def cockpit(self) -> CockpitApp:
-        """The app, typed."""
-        from cockpit.ui.app import CockpitApp
-
-        assert isinstance(self.app, CockpitApp)
-        return self.app
 
     def compose(self) -> ComposeResult:
         yield Header()

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, Vertical, VerticalScroll
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Label, Sparkline, Static
 
 from cockpit.models.failures import FailureEvent
 from cockpit.models.hostview import HostTracker
 from cockpit.models.summary import state_text
+from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import upsert_row
 from cockpit.ui.render import (
     cell_row,
@@ -25,14 +25,11 @@ from cockpit.ui.render import (
     queue_header,
 )
 
-if TYPE_CHECKING:
-    from cockpit.ui.app import CockpitApp
-
 QUEUE_COLUMNS = ("#", "cell", "state", "epoch", "elapsed", "ETA")
 FAILURE_COLUMNS = ("time", "rule", "class", "cell", "count", "message")
 
 
-class BoxScreen(Screen[None]):
+class BoxScreen(CockpitScreen):
     """The four panels of one instance."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -54,13 +51,6 @@ class BoxScreen(Screen[None]):
         self.seen_failures = -1
         self.filter_text = ""
 
-    @property
-    def cockpit(self) -> CockpitApp:
-        """The app, typed."""
-        from cockpit.ui.app import CockpitApp
-
-        assert isinstance(self.app, CockpitApp)
-        return self.app
 
     @property
     def tracker(self) -> HostTracker:

@@ -7,14 +7,14 @@ without N/N, a fresh manifest and the instance name typed in `ConfirmByTyping`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from cockpit.models.custody import CellStatus
@@ -22,10 +22,8 @@ from cockpit.models.durations import format_bytes, format_duration
 from cockpit.models.gate import GateError, GateState
 from cockpit.services.custody import Custody
 from cockpit.services.plan import ActionView, plan_actions
+from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import upsert_row
-
-if TYPE_CHECKING:
-    from cockpit.ui.app import CockpitApp
 
 VERIFY_COLUMNS = ("cell", "status", "metric", "bytes", "reason")
 ACTION_COLUMNS = ("action", "kind", "lock", "meter", "keeps", "destroys")
@@ -61,7 +59,7 @@ class ConfirmByTyping(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class _CustodyScreen(Screen[None]):
+class _CustodyScreen(CockpitScreen):
     """Shared plumbing of the verify and teardown screens."""
 
     def __init__(self, instance: str, classes: str) -> None:
@@ -69,13 +67,6 @@ class _CustodyScreen(Screen[None]):
         self.instance = instance
         self.seen = -1
 
-    @property
-    def cockpit(self) -> CockpitApp:
-        """The app, typed."""
-        from cockpit.ui.app import CockpitApp
-
-        assert isinstance(self.app, CockpitApp)
-        return self.app
 
     @property
     def custody(self) -> Custody:

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input
 
+from cockpit.ui.base import CockpitScreen
 from cockpit.ui.render import fleet_cells, state_cell
-
-if TYPE_CHECKING:
-    from cockpit.ui.app import CockpitApp
 
 COLUMNS = ("instance", "platform", "state", "GPU", "VRAM", "disk", "inodes",
            "mem", "queue", "log age", "alerts", "$/h")
@@ -105,7 +102,7 @@ def upsert_row(table: DataTable[Any], key: str, columns: tuple[str, ...],
             table.update_cell(key, column, value, update_width=True)
 
 
-class FleetScreen(Screen[None]):
+class FleetScreen(CockpitScreen):
     """Home screen: the whole sweep at a glance."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -124,13 +121,6 @@ class FleetScreen(Screen[None]):
         self.cells: dict[str, dict[str, Text | str]] = {}
         self.filter_text = ""
 
-    @property
-    def cockpit(self) -> CockpitApp:
-        """The app, typed."""
-        from cockpit.ui.app import CockpitApp
-
-        assert isinstance(self.app, CockpitApp)
-        return self.app
 
     def compose(self) -> ComposeResult:
         yield Header()
