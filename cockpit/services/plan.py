@@ -42,6 +42,23 @@ def plan_actions(instance: Instance, profile: Profile) -> list[ActionView]:
     return sorted(views, key=lambda v: not (v.action.reversible and v.action.stops_meter != "no"))
 
 
+def action_details(view: ActionView) -> list[tuple[str, str]]:
+    """What to know before approving an action, as (label, text): what keeps billing, the
+    exact command (or why it cannot run), the manual steps, the check after, the note."""
+    action = view.action
+    out = [("billing after", view.billing)]
+    if view.problem:
+        out.append(("cannot run", view.problem))
+    elif view.step is not None and view.step.argv is not None:
+        out.append(("command", view.step.command_text))
+    out += [("by hand", step) for step in action.manual_steps]
+    if action.postcheck:
+        out.append(("check after", action.postcheck))
+    if action.note:
+        out.append(("note", action.note))
+    return out
+
+
 def lock_line(pull_dir: Path, instance: Instance) -> str:
     """The gate as the last PULL_VERIFIED.json left it (the manifest is rechecked before running)."""
     marker = read_marker(pull_dir / instance.name)
@@ -60,20 +77,10 @@ def plan_text(instance: Instance, profile: Profile, pull_dir: Path) -> str:
         action = view.action
         kind = "reversible" if action.reversible else "IRREVERSIBLE"
         lines.append(f"[{action.id}] {action.label} — {kind}, stops meter: {action.stops_meter}")
-        lines.append(f"  keeps:    {', '.join(action.keeps) or '-'}")
-        lines.append(f"  destroys: {', '.join(action.destroys) or '-'}")
-        lines.append(f"  billing:  {view.billing}")
-        if view.problem:
-            lines.append(f"  cannot run: {view.problem}")
-        elif view.step is not None and view.step.argv is not None:
-            lines.append(f"  command:  {view.step.command_text}")
-        for step in action.manual_steps:
-            lines.append(f"  by hand:  {step}")
-        if action.postcheck:
-            lines.append(f"  check:    {action.postcheck}")
-        if action.note:
-            lines.append(f"  note:     {action.note}")
+        lines.append(f"  {'keeps:':<14} {', '.join(action.keeps) or '-'}")
+        lines.append(f"  {'destroys:':<14} {', '.join(action.destroys) or '-'}")
+        lines += [f"  {label + ':':<14} {value}" for label, value in action_details(view)]
         if not action.reversible:
-            lines.append("  needs:    N/N verified and fresh, then the instance name typed")
+            lines.append(f"  {'needs:':<14} N/N verified and fresh, then the instance name typed")
         lines.append("")
     return "\n".join(lines)

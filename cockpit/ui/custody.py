@@ -21,7 +21,7 @@ from cockpit.models.custody import CellStatus
 from cockpit.models.durations import format_bytes, format_duration
 from cockpit.models.gate import GateError, GateState
 from cockpit.services.custody import Custody
-from cockpit.services.plan import ActionView, plan_actions
+from cockpit.services.plan import ActionView, action_details, plan_actions
 from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import upsert_row
 
@@ -289,19 +289,9 @@ class TeardownScreen(_CustodyScreen):
         action = view.action
         text = Text(f"{action.label}", style="bold")
         text.append(f"  [{action.id}]\n")
-        text.append(f"billing after: {view.billing}\n")
-        if view.problem:
-            text.append(f"cannot run: {view.problem}\n")
-        elif view.step is not None and view.step.argv is not None:
-            text.append("command: ")
-            text.append(view.step.command_text, style="bold")
-            text.append("\n")
-        for step in action.manual_steps:
-            text.append(f"by hand: {step}\n")
-        if action.postcheck:
-            text.append(f"check after: {action.postcheck}\n")
-        if action.note:
-            text.append(f"note: {action.note}\n")
+        for label, value in action_details(view):
+            text.append(f"{label}: ")
+            text.append(f"{value}\n", style="bold" if label == "command" else "")
         self.query_one("#teardown-detail", Static).update(text)
 
     @on(DataTable.RowHighlighted, "#teardown-table")
