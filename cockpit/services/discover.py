@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import base64
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
 import yaml
+
+from cockpit.services.remote import SshBox
 
 DISCOVER_SCRIPT = r"""
 LC_ALL=C; export LC_ALL
@@ -157,6 +158,6 @@ def sweep_document(name: str, hosts: list[tuple[str, str, list[FoundQueue]]],
 
 async def discover_host(conn: Any) -> list[FoundQueue]:
     """Run the discovery script on one connection."""
-    result = await conn.run(shlex.join(["/bin/sh", "-c", DISCOVER_SCRIPT]), check=False)
-    procs, panes = parse(str(result.stdout or ""))
+    result = await SshBox(conn).run(["/bin/sh", "-c", DISCOVER_SCRIPT], 60)
+    procs, panes = parse(result.stdout.decode(errors="replace"))
     return find_queues(procs, panes)

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from cockpit.models.preflight import Level, PreflightFacts, PreflightReport, evaluate
 from cockpit.models.profile import Profile
 from cockpit.models.sweep import Instance, Sweep
 from cockpit.services.fleet import HostWatcher
+from cockpit.services.remote import Box, LocalBox, SshBox
 
 FACTS_SCRIPT = r"""
 d=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1)
@@ -43,17 +43,9 @@ def parse_facts(text: str) -> PreflightFacts:
 
 
 async def _facts(watcher: HostWatcher) -> PreflightFacts:
-    argv = ["/bin/sh", "-c", FACTS_SCRIPT]
-    if watcher.instance.is_local:
-        proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.DEVNULL)
-        out, _ = await proc.communicate()
-        return parse_facts(out.decode(errors="replace"))
-    import shlex
-
-    conn: Any = watcher.conn
-    result = await conn.run(shlex.join(argv), check=False)
-    return parse_facts(str(result.stdout or ""))
+    box: Box = LocalBox() if watcher.instance.is_local else SshBox(watcher.conn)
+    result = await box.run(["/bin/sh", "-c", FACTS_SCRIPT], 60)
+    return parse_facts(result.stdout.decode(errors="replace"))
 
 
 async def preflight_instance(instance: Instance, profile: Profile, sweep: Sweep, sweep_dir: Path,
