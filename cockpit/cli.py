@@ -307,9 +307,9 @@ def _cmd_preflight(args: argparse.Namespace) -> int:
 
 
 def _cmd_queue_control(args: argparse.Namespace) -> int:
-    from cockpit.services import launch as svc
     from cockpit.services import ssh
-    from cockpit.services.remote import Box
+    from cockpit.services.launch import LaunchRefused
+    from cockpit.services.queue_control import control
     from cockpit.services.verify import open_box
 
     found = _load_instance(args.sweep, args.instance)
@@ -328,41 +328,17 @@ def _cmd_queue_control(args: argparse.Namespace) -> int:
             print(f"{args.queue}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_INVALID
 
-    async def slurm_control(box: Box, inst: Instance, name: str) -> str:
-        from cockpit.services import slurm
-
-        if args.command == "stop":
-            jobs = await slurm.cancel(box, inst, name)
-            return f"scancel {' '.join(map(str, jobs))}" if jobs else "no job of this sweep recorded"
-        start = await slurm.resume_start(box, inst, name) if args.command == "resume" else 1
-        if queue_text is not None and inst.queue:
-            await slurm.ensure_idle(box, inst, name)  # pending tasks still read the queue file
-            await box.write(inst.queue, queue_text.encode())
-        job = await slurm.submit(box, inst, name, start=start)
-        return f"{inst.name}: submitted array job {job} from cell {start} (sbatch)"
-
     async def run() -> str:
         box = await open_box(inst, lambda i: ssh.build_target(i, loaded.sweep.ssh, loaded.directory))
         try:
-            name = loaded.sweep.sweep
-            if loaded.profiles[inst.profile].detach.primitive == "sbatch":
-                return await slurm_control(box, inst, name)
-            if args.command == "stop":
-                return await svc.stop(box, inst, name)
-            if args.command == "resume":
-                result = await svc.resume(box, inst, name)
-            else:
-                result = await svc.launch(box, inst, name, queue_text=queue_text)
-            where = f"tmux session {result.session}" if result.session else "nohup (no tmux)"
-            return (f"{inst.name}: alive in {result.seconds_to_alive:.1f} s from start_index "
-                    f"{result.start_index} in {where}, pid {', '.join(map(str, result.pids))}\n"
-                    f"  {result.first_line}")
+            return await control(box, inst, loaded.profiles[inst.profile], loaded.sweep.sweep,
+                                 args.command, queue_text=queue_text)
         finally:
             await box.close()
 
     try:
-        print(asyncio.run(run()))
-    except svc.LaunchRefused as exc:
+        print(f"{inst.name}: {asyncio.run(run())}")
+    except LaunchRefused as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return EXIT_SOME_FAILED
     except Exception as exc:  # a box that cannot be reached

@@ -45,8 +45,9 @@ class ReportScreen(ModalScreen[None]):
 
 async def run_operation(app: CockpitApp, name: str, verb: str) -> None:
     """Run one operation on box `name` and show what happened."""
-    from cockpit.services import launch as svc
+    from cockpit.services.launch import LaunchRefused
     from cockpit.services.preflight import preflight_instance, report_text
+    from cockpit.services.queue_control import control
 
     tracker = app.trackers[name]
     inst, sweep = tracker.instance, app.loaded.sweep
@@ -60,25 +61,9 @@ async def run_operation(app: CockpitApp, name: str, verb: str) -> None:
     factory = app.box_factory(name, fresh=True)
     box, owned = await factory()
     try:
-        if tracker.profile.detach.primitive == "sbatch":
-            from cockpit.services import slurm
-
-            if verb == "stop":
-                jobs = await slurm.cancel(box, inst, sweep.sweep)
-                text = f"scancel {' '.join(map(str, jobs))}" if jobs else "no job of this sweep recorded"
-            else:
-                start = await slurm.resume_start(box, inst, sweep.sweep) if verb == "resume" else 1
-                text = f"submitted array job {await slurm.submit(box, inst, sweep.sweep, start=start)}"
-        elif verb == "stop":
-            text = await svc.stop(box, inst, sweep.sweep)
-        else:
-            result = await (svc.resume(box, inst, sweep.sweep) if verb == "resume"
-                            else svc.launch(box, inst, sweep.sweep))
-            where = f"tmux session {result.session}" if result.session else "nohup (no tmux)"
-            text = (f"alive in {result.seconds_to_alive:.1f} s from cell {result.start_index} in "
-                    f"{where}, pid {', '.join(map(str, result.pids))}\n{result.first_line}")
+        text = await control(box, inst, tracker.profile, sweep.sweep, verb)
         app.push_screen(ReportScreen(f"{verb} {name}: done", Text(text)))
-    except svc.LaunchRefused as exc:
+    except LaunchRefused as exc:
         app.push_screen(ReportScreen(f"{verb} {name}: refused", Text(str(exc), style=app.palette.bad)))
     except Exception as exc:  # an unreachable box: shown, not raised
         app.push_screen(ReportScreen(f"{verb} {name}: failed", Text(str(exc), style=app.palette.bad)))
