@@ -117,6 +117,14 @@ async def check_files(paths: list[Path], pool: Executor) -> dict[Path, FileCheck
     return dict(zip(paths, results, strict=True))
 
 
+def result_cells(expected: tuple[str, ...], state: RemoteState, excluded: Mapping[str, str]) -> list[str]:
+    """The cells whose files are worth pulling and loading: not excluded, finished with exit 0
+    on the box (or not finished yet), and without a roster problem."""
+    problems = reconcile(expected, state.manifest)
+    exits = box_exit_codes(state.finished_lines)
+    return [c for c in expected if c not in excluded and not problems[c] and exits.get(c, 0) == 0]
+
+
 async def verify_pulled(
     instance: str,
     expected: tuple[str, ...],
@@ -137,8 +145,8 @@ async def verify_pulled(
     manifest = state.manifest
     problems = reconcile(expected, manifest)
     exits = box_exit_codes(state.finished_lines)
-    to_check = [local_path(dest, f) for name in expected if name not in excluded and not problems[name]
-                and exits.get(name, 0) == 0 for f in (manifest.cell(name) or _EMPTY).files]
+    wanted = set(result_cells(expected, state, excluded))
+    to_check = [local_path(dest, f) for f in manifest.files if f.cell in wanted]
     checks = await check_files([p for p in to_check if p.is_file()], pool)
     verdicts = []
     for name in expected:
@@ -159,13 +167,6 @@ async def verify_pulled(
     pulled = sum(v.bytes for v in verdicts if v.status is CellStatus.OK)
     return Verification(instance, manifest.digest, tuple(verdicts), pulled, time.time(),
                         manifest.extras)
-
-
-class _Empty:
-    files: tuple[()] = ()
-
-
-_EMPTY = _Empty()
 
 
 def _cell_verdict(name: str, manifest: Manifest, dest: Path, checks: dict[Path, FileCheck]) -> CellVerdict:
@@ -290,10 +291,7 @@ async def run_verification(
         report.error = f"{instance.name}: the box did not answer in time"
         return report
     state = report.state
-    exits = box_exit_codes(state.finished_lines)
-    problems = reconcile(report.expected, state.manifest)
-    pullable = [c for c in report.expected if not problems[c] and exits.get(c, 0) == 0
-                and c not in (excluded or {})]
+    pullable = result_cells(report.expected, state, excluded or {})
     stage(f"pulling {len(pullable)} cell(s), {state.manifest.total_bytes} bytes listed")
     report.pull = await pull(box, state.manifest, dest, pullable, on_progress=on_progress)
     stage("hashing and loading the local copies")
