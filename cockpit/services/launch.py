@@ -114,27 +114,46 @@ async def deploy(box: Box, folder: str) -> tuple[str, str]:
     for name in ("run_queue.sh", "run_one.sh"):
         file_name, data = versioned(name)
         path = f"{target}/{file_name}"
-        present = await read_if_present(box, path)
-        if present is None:
-            await box.write(path, data, 0o755)
-        elif present != data:
-            raise LaunchRefused(f"{path} exists with other content (edited by hand?): a versioned "
-                                f"runner is never overwritten; move it away first")
+        await write_versioned(box, path, data)
         paths.append(path)
     return paths[0], paths[1]
+
+
+async def write_versioned(box: Box, path: str, data: bytes) -> None:
+    """Write a file whose name carries its content hash, unless it is already there; another
+    file under that name (edited by hand?) is refused, never overwritten."""
+    present = await read_if_present(box, path)
+    if present is None:
+        await box.write(path, data, 0o755)
+    elif present != data:
+        raise LaunchRefused(f"{path} exists with other content (edited by hand?): a versioned "
+                            f"runner is never overwritten; move it away first")
+
+
+def workdir(instance: Instance) -> str:
+    """Where the queue runs: `launch.workdir`, else the queue file's folder."""
+    assert instance.launch is not None and instance.queue
+    return instance.launch.workdir or str(PurePosixPath(instance.queue).parent)
+
+
+def runner_env(instance: Instance) -> dict[str, str]:
+    """What run_one.sh needs (the cell command, logs, checkpoints, durable root) plus the
+    sweep's `launch.env`, for a tmux/nohup queue and a Slurm array job alike."""
+    assert instance.launch is not None
+    folder = workdir(instance)
+    return {"COCKPIT_COMMAND": instance.launch.command,
+            "COCKPIT_LOGS": instance.run_logs or f"{folder}/logs",
+            "COCKPIT_CKPT": instance.checkpoints or f"{folder}/checkpoints",
+            "COCKPIT_DURABLE": instance.durable_root or "", **instance.launch.env}
 
 
 async def _start(box: Box, instance: Instance, sweep: str, runner: str, one: str, start: int,
                  has_tmux: bool) -> str | None:
     assert instance.queue and instance.launch
-    workdir = instance.launch.workdir or str(PurePosixPath(instance.queue).parent)
-    env = {"RUN_ONE": one, "COCKPIT_COMMAND": instance.launch.command,
-           "COCKPIT_LOGS": instance.run_logs or f"{workdir}/logs",
-           "COCKPIT_CKPT": instance.checkpoints or f"{workdir}/checkpoints",
-           "COCKPIT_DURABLE": instance.durable_root or ""}
+    env = {"RUN_ONE": one, **runner_env(instance)}
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     log = shlex.quote(instance.queue_log) if instance.queue_log else "/dev/null"
-    run = (f"cd {shlex.quote(workdir)} && {exports} bash {shlex.quote(runner)} "
+    run = (f"cd {shlex.quote(workdir(instance))} && {exports} bash {shlex.quote(runner)} "
            f"{shlex.quote(instance.queue)} {start} 2>&1 | tee -a {log}")
     if has_tmux:
         session = session_name(sweep, instance.name)
@@ -177,8 +196,7 @@ async def launch(box: Box, instance: Instance, sweep: str, *, queue_text: str | 
         await box.write(instance.queue, queue_text.encode())
     if start is None:
         start = 1
-    folder = instance.launch.workdir or str(PurePosixPath(instance.queue).parent)
-    runner, one = await deploy(box, folder)
+    runner, one = await deploy(box, workdir(instance))
     has_tmux = (await box.run(["/bin/sh", "-c", "command -v tmux"], 30)).status == 0
     log_stat = snap.queue.queue_log
     before = 0 if log_stat is None or isinstance(log_stat.size, NA) else log_stat.size

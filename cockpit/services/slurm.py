@@ -11,12 +11,20 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from cockpit.models.queue import parse_queue_file
 from cockpit.models.slurm import TaskState, merge, parse_sacct, parse_scontrol, parse_squeue
 from cockpit.models.sweep import Instance
-from cockpit.services.launch import LaunchRefused, deploy, read_if_present, session_name
+from cockpit.services.launch import (
+    LaunchRefused,
+    deploy,
+    read_if_present,
+    runner_env,
+    session_name,
+    workdir,
+    write_versioned,
+)
 from cockpit.services.paths import state_dir
 from cockpit.services.remote import Box
 
@@ -55,14 +63,11 @@ def _env_argv(instance: Instance, argv: list[str]) -> list[str]:
 def sbatch_script(instance: Instance, sweep: str, one: str, start: int, count: int) -> str:
     """The array job: task i runs queue cell i through run_one.sh."""
     assert instance.launch and instance.queue
-    workdir = instance.launch.workdir or str(PurePosixPath(instance.queue).parent)
-    logs = instance.run_logs or f"{workdir}/logs"
-    env = {"COCKPIT_COMMAND": instance.launch.command, "COCKPIT_LOGS": logs,
-           "COCKPIT_CKPT": instance.checkpoints or f"{workdir}/checkpoints",
-           "COCKPIT_DURABLE": instance.durable_root or "", **instance.launch.env}
+    env = runner_env(instance)
+    logs, folder = env["COCKPIT_LOGS"], workdir(instance)
     lines = ["#!/bin/bash", f"#SBATCH --job-name={session_name(sweep, instance.name)}",
              f"#SBATCH --array={start}-{count}", f"#SBATCH --output={logs}/slurm-%A_%a.out",
-             f"#SBATCH --chdir={workdir}", *(f"#SBATCH {arg}" for arg in instance.launch.sbatch_args),
+             f"#SBATCH --chdir={folder}", *(f"#SBATCH {arg}" for arg in instance.launch.sbatch_args),
              "set -u", *(f"export {k}={shlex.quote(v)}" for k, v in env.items()),
              f"QUEUE={shlex.quote(instance.queue)}",
              # The i-th cell line, counting cells only (comments and blank lines skipped).
@@ -92,18 +97,13 @@ async def submit(box: Box, instance: Instance, sweep: str, *, start: int = 1) ->
     count = len(parse_queue_file(queue_text.decode("utf-8", errors="replace")))
     if count < start:
         raise LaunchRefused(f"{instance.name}: nothing to run from cell {start} of {count}")
-    folder = instance.launch.workdir or str(PurePosixPath(instance.queue).parent)
+    folder = workdir(instance)
     _, one = await deploy(box, folder)
     script = sbatch_script(instance, sweep, one, start, count)
     digest = hashlib.sha256(script.encode()).hexdigest()[:8]
     path = f"{folder.rstrip('/')}/.cockpit/sbatch.{digest}.sh"
-    present = await read_if_present(box, path)
-    if present is None:
-        await box.write(path, script.encode(), 0o755)
-    elif present != script.encode():
-        raise LaunchRefused(f"{path} exists with other content: never overwritten")
-    logs = instance.run_logs or f"{folder}/logs"
-    await box.run(["mkdir", "-p", "--", logs], 60)
+    await write_versioned(box, path, script.encode())
+    await box.run(["mkdir", "-p", "--", runner_env(instance)["COCKPIT_LOGS"]], 60)
     result = await box.run(_env_argv(instance, ["sbatch", "--parsable", path]), 120)
     text = result.stdout.decode(errors="replace").strip()
     if result.status != 0 or not text.split(";")[0].isdigit():
