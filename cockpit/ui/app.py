@@ -32,11 +32,11 @@ from cockpit.services.acks import AckStore
 from cockpit.services.custody import Custody
 from cockpit.services.fleet import Fleet
 from cockpit.services.notify import deliver
-from cockpit.services.remote import Box, LocalBox, SshBox
+from cockpit.services.remote import Box, SshBox
 from cockpit.services.resources import shipped_dir
 from cockpit.services.rulebook import load_rulebook
 from cockpit.services.sweepfile import LoadedSweep
-from cockpit.services.verify import make_pool, pull_folder
+from cockpit.services.verify import make_pool, open_box, pull_folder
 from cockpit.services.yamlfile import ConfigError
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.commands import CockpitCommands
@@ -339,13 +339,12 @@ class CockpitApp(App[int]):
         watcher that reconnects)."""
         async def factory() -> tuple[Box, bool]:
             instance = self.trackers[name].instance
-            if instance.is_local:
-                return LocalBox(), False
             watcher = self.fleet.watchers.get(name) if self.fleet is not None and not fresh else None
             if watcher is not None and watcher.conn is not None and not watcher.conn.is_closed():
                 return SshBox(watcher.conn), True  # the live connection; only SFTP is closed
-            target = ssh.build_target(instance, self.loaded.sweep.ssh, self.loaded.directory)
-            return SshBox(await ssh.connect(target), owns=True), True
+            box = await open_box(instance, lambda i: ssh.build_target(
+                i, self.loaded.sweep.ssh, self.loaded.directory))
+            return box, not instance.is_local
 
         return factory
 
