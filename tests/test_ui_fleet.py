@@ -136,7 +136,10 @@ async def test_unknown_host_key_approved_by_keyboard_then_connects(sshd: Sshd, t
         screen = app.screen
         assert isinstance(screen, HostKeyScreen)
         fingerprint = app.trackers["b1"].state.host_key.fingerprint  # type: ignore[union-attr]
-        assert fingerprint in texts(screen.query(Static))
+        # The screen is pushed before its body is composed: wait for it (on a loaded machine
+        # the first query can see only the title).
+        await wait_until(pilot, lambda: fingerprint in texts(screen.query(Static)), 10,
+                         "the fingerprint on the key screen")
         await pilot.press("y")
         table = app.query_one("#fleet", DataTable)
         await wait_until(pilot, lambda: str(table.get_cell("b1", "state")) == "connected", 30,
