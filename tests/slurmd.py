@@ -52,10 +52,16 @@ class Slurm:
             f"NodeName={host} CPUs={os.cpu_count() or 1} State=UNKNOWN",
             "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP", ""]))
         if not _munge_ok():
+            # munged refuses files it does not own; a machine set up by a root-run munged (or a
+            # package script) leaves a root-owned log, pid and socket behind, so hand every file
+            # in its folders to munge and let --force clear a stale socket.
             for folder in ("/run/munge", "/var/log/munge", "/var/lib/munge"):
                 Path(folder).mkdir(parents=True, exist_ok=True)
                 shutil.chown(folder, "munge", "munge")
-            subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], check=False)
+                for entry in Path(folder).rglob("*"):
+                    shutil.chown(entry, "munge", "munge")
+            subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged", "--force"],
+                           check=False)
             deadline = time.monotonic() + 10
             while not _munge_ok():
                 if time.monotonic() > deadline:
