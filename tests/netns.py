@@ -23,7 +23,7 @@ def _ip(*args: str) -> None:
 class NetBox:
     """One namespace with a veth link and an sshd listening inside it."""
 
-    def __init__(self, root: Path, index: int) -> None:
+    def __init__(self, root: Path, index: int, env: dict[str, str] | None = None) -> None:
         self.index = index
         tag = f"{os.getpid() % 10000}{index}"
         self.ns = f"ck{tag}"
@@ -31,7 +31,7 @@ class NetBox:
         self.ns_if = f"ckn{tag}"
         self.host_addr = f"10.231.{index}.1"
         self.addr = f"10.231.{index}.2"
-        self.sshd = Sshd(root / f"sshd-{index}", listen=self.addr, netns=self.ns)
+        self.sshd = Sshd(root / f"sshd-{index}", listen=self.addr, netns=self.ns, env=env or {})
 
     def start(self) -> None:
         """Create the namespace and its link, then start sshd inside."""

@@ -68,6 +68,8 @@ class Sshd:
     proc: subprocess.Popen[bytes] | None = None
     listen: str = "127.0.0.1"
     netns: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables every session gets (sshd_config SetEnv; overrides the default PATH)."""
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -95,6 +97,7 @@ class Sshd:
             "MaxStartups 200:30:400",
             "MaxSessions 200",
             "Subsystem sftp /usr/lib/openssh/sftp-server",
+            *[f"SetEnv {name}={value}" for name, value in self.env.items()],
             "",
         ])
 

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -196,14 +196,19 @@ instances:
     total = sum(p.stat().st_size for p in durable.rglob("*") if p.is_file())
     rng = random.Random(7)
     interruptions = 0
+    moved: list[int] = []  # bytes each attempt actually transferred
+    complete_pulls = 1  # the final one; plus every attempt the fault came too late for
     with make_pool(1) as pool:
         for attempt in range(20):
             cut_link = attempt % 2 == 0
             threshold = rng.randrange(1, total - CHUNK)  # before the last block is read
             fired = False
 
+            moved.append(0)
+
             def fault(progress: PullProgress, threshold: int = threshold, cut_link: bool = cut_link) -> None:
                 nonlocal fired
+                moved[-1] = max(moved[-1], progress.moved)
                 if not fired and progress.done >= threshold:
                     fired = True
                     (one_box.cut if cut_link else one_box.sshd.stop)()
@@ -228,15 +233,135 @@ instances:
             elif one_box.sshd.proc is None:
                 one_box.sshd.start()
             if not interrupted:  # the fault came too late to matter: start clean for the next one
+                complete_pulls += 1
                 for path in dest.rglob("*"):
                     if path.is_file():
                         path.unlink()
+        moved.append(0)
+
+        def count(progress: PullProgress) -> None:
+            moved[-1] = max(moved[-1], progress.moved)
+
         remote = SshBox(await ssh.connect(target), owns=True)
         try:
-            final = await run_verification(remote, inst, dest, "pullfaults", pool)
+            final = await run_verification(remote, inst, dest, "pullfaults", pool, on_progress=count)
         finally:
             await remote.close()
     assert interruptions >= 10, interruptions  # a fault after the last read interrupts nothing
     assert final.verification is not None and final.verification.summary == "2/2 loaded"
     assert (dest / MARKER).exists()
-    print(f"pull cut at {interruptions} random points (link down or sshd killed): resumed to 2/2")
+    # Resume must not start over: what moved beyond one full copy per complete pull is the
+    # re-sent share (blocks in flight when the link died). Bound it loosely, report it exactly.
+    resent = sum(moved) - total * complete_pulls
+    assert resent < total, f"{resent} bytes re-sent: the pull restarted from zero"
+    print(f"pull cut at {interruptions} random points (link down or sshd killed): resumed to 2/2; "
+          f"{resent} bytes re-sent of {total} ({resent / total:.2%}), "
+          f"{resent / max(interruptions, 1) / 1024:.0f} KiB per interruption")
+
+
+SLOW_BASE64 = """#!/bin/sh
+# base64 as the probe runs it, except once: a large chunk goes out half-written and then
+# hangs, so the record is cut in half on the wire when the test takes the link down.
+out=$({real} "$@")
+if [ ${{#out}} -gt 100000 ] && [ ! -e {flag} ]; then
+  printf '%s' "$out" | head -c $(( ${{#out}} / 2 ))
+  : > {flag}
+  sleep 300
+  exit 1
+fi
+printf '%s\\n' "$out"
+"""
+
+
+async def test_a_probe_record_cut_in_half_by_a_link_drop_is_dropped_and_no_log_byte_is_lost(
+        tmp_path: Path) -> None:
+    import shutil
+
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    flag = tmp_path / "half-sent"
+    (fake / "base64").write_text(SLOW_BASE64.format(real=shutil.which("base64"), flag=flag))
+    (fake / "base64").chmod(0o755)
+    box = NetBox(tmp_path, 22, env={"PATH": f"{fake}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"})
+    work = tmp_path / "work"
+    (work / "logs").mkdir(parents=True)
+    train_log = work / "logs" / "a.log"
+    content = b"".join(f"epoch 1 step {i} loss {1 / (i + 1):.6f}\n".encode() for i in range(1000))
+    train_log.write_bytes(content)
+    config = tmp_path / "ssh_config"
+    config.write_text(box.config_block("nb"))
+    known = tmp_path / "known_hosts"
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"""sweep: halfrecord
+interval: 1s
+ssh: {{config: [{config}], known_hosts: [{known}], keepalive_interval: 1s, keepalive_count_max: 3,
+      connect_timeout: 3s}}
+instances:
+  - name: h1
+    profile: generic-ssh
+    host: nb
+    run_logs: {work / "logs"}
+""")
+    box.start()
+    fleet = None
+    try:
+        known.write_text(box.sshd.known_hosts_line())
+        loaded = load_sweep(sweep)
+        fleet = Fleet(loaded.sweep, loaded.profiles, loaded.directory)
+        received: list[tuple[int, bool, bytes]] = []  # (offset, reset, data) of a.log, in order
+        snaps: list[float] = []
+        states: list[tuple[float, Reachability]] = []
+
+        async def consume() -> None:
+            assert fleet is not None
+            async for event in fleet.events():
+                if isinstance(event, HostStateChanged):
+                    states.append((time.monotonic(), event.state.reachability))
+                elif isinstance(event, SnapshotTaken):
+                    snaps.append(time.monotonic())
+                    received.extend((c.offset, c.reset, c.data) for c in event.snapshot.log_chunks
+                                    if c.path == str(train_log))
+
+        async def until(what: str, done: Callable[[], bool], seconds: float) -> None:
+            deadline = time.monotonic() + seconds
+            while not done():
+                assert time.monotonic() < deadline, what
+                await asyncio.sleep(0.1)
+
+        fleet.start()
+        reader = asyncio.create_task(consume())
+        try:
+            await until("first contact read the log", lambda: sum(len(d) for *_, d in received) == len(content), 30)
+            more = b"".join(f"epoch 2 step {i} loss {1 / (i + 1):.6f}\n".encode() for i in range(6000))
+            with train_log.open("ab") as f:
+                f.write(more)
+            content += more
+            await until("the probe began the large chunk", flag.exists, 30)
+            await asyncio.sleep(0.5)  # the first half reaches us
+            box.cut()
+            cut_at, before = time.monotonic(), len(snaps)
+            await until("stale after the cut", lambda: any(t > cut_at and r is Reachability.STALE
+                                                           for t, r in states), 30)
+            detection = min(t for t, r in states if t > cut_at and r is Reachability.STALE) - cut_at
+            assert len(snaps) == before, "a record cut in half became a snapshot"
+            box.restore()
+            restored_at = time.monotonic()
+            await until("the log caught up after the link returned",
+                        lambda: sum(len(d) for *_, d in received) >= len(content), 45)
+            recovery = min(t for t in snaps if t > restored_at) - restored_at
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+    finally:
+        if fleet is not None:
+            await fleet.stop()
+        box.stop()
+    # Every byte exactly once, in order: the cursor only moved on complete records.
+    assert received[0][:2] == (0, True)
+    offsets = [offset for offset, _, _ in received]
+    expected_offsets = [sum(len(d) for *_, d in received[:i]) for i in range(len(received))]
+    assert offsets == expected_offsets
+    assert b"".join(d for *_, d in received) == content
+    print(f"probe record cut in half: stale after {detection:.1f}s, no partial snapshot, first "
+          f"record {recovery:.1f}s after the link returned, {len(more)} log bytes read again in full")
