@@ -331,7 +331,8 @@ instances:
         fleet.start()
         reader = asyncio.create_task(consume())
         try:
-            await until("first contact read the log", lambda: sum(len(d) for *_, d in received) == len(content), 30)
+            await until("first contact read the log",
+                        lambda: sum(len(d) for *_, d in received) == len(content), 30)
             more = b"".join(f"epoch 2 step {i} loss {1 / (i + 1):.6f}\n".encode() for i in range(6000))
             with train_log.open("ab") as f:
                 f.write(more)

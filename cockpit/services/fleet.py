@@ -157,6 +157,7 @@ class HostWatcher:
         clock: Clock = time.time,
         backoff: Backoff | None = None,
         record_timeout: float = 20.0,
+        record_limit: float = 300.0,
     ) -> None:
         self.instance = instance
         self.profile = profile
@@ -166,6 +167,9 @@ class HostWatcher:
         self.clock = clock
         self.backoff = backoff or Backoff()
         self.record_timeout = record_timeout
+        """Seconds without the awaited record before the box shows as stale (data this old)."""
+        self.record_limit = record_limit
+        """Seconds before a probe that still has not answered is given up and restarted."""
         self.plan = ProbePlan(instance, profile)
         self.conn: Any = None
         self.probe: ProbeChannel | None = None
@@ -224,10 +228,32 @@ class HostWatcher:
             self.conn = None
 
     async def _exchange(self, probe: ProbeChannel) -> tuple[bytes, float]:
-        """One request/record round trip and how long it took, in milliseconds."""
+        """One request/record round trip and how long it took, in milliseconds.
+
+        A record late by `record_timeout` makes the box stale but keeps waiting on the same
+        probe: the connection is alive (keepalives catch a dead link within seconds), and a
+        host that is merely slow (overloaded, a `df` on a sluggish mount) only gets slower if
+        it is also made to accept a new connection and start a new probe. At 200 hosts on
+        one small machine, reconnecting on a 20 s timeout fed a storm of handshakes. Only
+        after `record_limit` is the probe given up.
+        """
         seq, request = self.plan.request()
         started = time.perf_counter()
-        record = await probe.exchange(seq, request, self.record_timeout)
+        pending = asyncio.ensure_future(probe.exchange(seq, request, self.record_limit))
+        try:
+            done, _ = await asyncio.wait({pending}, timeout=self.record_timeout)
+            if not done:
+                self._set(Reachability.STALE,
+                          f"no record for {self.record_timeout:.0f}s; the connection is up and "
+                          "the probe still runs (an overloaded host or a slow disk?)")
+            record = await pending
+        finally:
+            if not pending.done():
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await pending
+        if self.state.reachability is not Reachability.CONNECTED:
+            self._set(Reachability.CONNECTED, attempts=0)
         return record, (time.perf_counter() - started) * 1000.0
 
     async def tick(self) -> HostSnapshot:
