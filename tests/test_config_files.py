@@ -348,6 +348,9 @@ UNLOADABLE_SWEEPS = [
     ("yaml-syntax", b"sweep: t1\ninstances: [\n", r":\d+: YAML syntax error"),
     ("duplicate-names", DUPLICATE_NAMES.encode(), r":\d+: instances\[1\]\.name: duplicate name 'a1'"),
     ("missing-file", None, ": file not found"),
+    # An instance name becomes a tmux session, a file and a folder name: metacharacters are refused.
+    ("hostile-name", b'sweep: t1\ninstances:\n  - name: "a1; touch x $(id)"\n    profile: autodl\n'
+     b"    host: box\n", r":3: instances\[0\]\.name: String should match pattern"),
 ]
 
 
