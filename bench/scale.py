@@ -11,7 +11,8 @@ In one run, each in its own process for --seconds after every host delivered a r
   a) the Textual app headless (160x60): CPU % of one core, RSS, repaint batches, the time
      a repaint takes (median, max), and key-press latency (`down` in the fleet table until
      the cursor moved, median of --keys presses);
-  b) baseline: the fleet service alone, consuming the same events.
+  b) baseline: the fleet service alone, consuming the same events; it also reports the refresh
+     tick per host (seconds between two records) and the probe round trip (median, p95, max).
 
 Run: .venv/bin/python -m bench.scale [--hosts 200] [--seconds 300] [--keys 20]
 Prints a table; asserts nothing. Never part of the tests.
@@ -160,20 +161,36 @@ async def measure_fleet(sweep: Path, seconds: float) -> dict[str, Any]:
     loaded = load_sweep(sweep)
     fleet = Fleet(loaded.sweep, loaded.profiles, loaded.directory)
     seen: set[str] = set()
+    probe_ms: list[float] = []
+    not_connected: list[str] = []
 
     async def consume() -> None:
         async for event in fleet.events():
             snap = getattr(event, "snapshot", None)
             if snap is not None:
                 seen.add(snap.instance)
+                if isinstance(snap.probe_ms, float):
+                    probe_ms.append(snap.probe_ms)
+            elif event.state.reachability.value != "connected":
+                not_connected.append(event.state.reachability.value)
 
     fleet.start()
     reader = asyncio.create_task(consume())
     await until(lambda: len(seen) >= len(loaded.sweep.instances), 180)
+    probe_ms.clear()
+    not_connected.clear()
     start_cpu, start = cpu(), time.perf_counter()
     await asyncio.sleep(seconds)
     elapsed = time.perf_counter() - start
-    out = {"reported": len(seen), "cpu_pct": 100 * (cpu() - start_cpu) / elapsed, "rss_mb": rss_mb()}
+    window = sorted(probe_ms)
+    out = {"reported": len(seen), "cpu_pct": 100 * (cpu() - start_cpu) / elapsed, "rss_mb": rss_mb(),
+           "records": len(window),
+           # Seconds between two records of one host, averaged over hosts (target: the interval
+           # plus one round trip, since the next tick starts after the previous record).
+           "refresh_s": elapsed * len(loaded.sweep.instances) / max(len(window), 1),
+           "probe_ms": ([statistics.median(window), window[int(0.95 * (len(window) - 1))], window[-1]]
+                        if window else None),
+           "not_connected": len(not_connected)}
     reader.cancel()
     await fleet.stop()
     return out
@@ -229,6 +246,11 @@ def main() -> int:
           f"({app['cpu_pct'] / max(fleet['cpu_pct'], 0.01):.2f}x)")
     print(f"  RSS MB (now, peak): app {app['rss_mb'][0]:.0f}, {app['rss_mb'][1]:.0f}; "
           f"fleet {fleet['rss_mb'][0]:.0f}, {fleet['rss_mb'][1]:.0f}")
+    if fleet.get("probe_ms"):
+        print(f"  refresh per host (fleet service): one record every {fleet['refresh_s']:.2f} s "
+              f"(interval 2 s + round trip); round trip median {fleet['probe_ms'][0]:.1f} ms, "
+              f"p95 {fleet['probe_ms'][1]:.1f} ms, max {fleet['probe_ms'][2]:.1f} ms; "
+              f"{fleet['records']} records, {fleet['not_connected']} state changes away from connected")
     if app["repaint_ms"]:
         print(f"  repaint (one batch of changed rows): median {app['repaint_ms'][0]:.1f} ms, "
               f"max {app['repaint_ms'][1]:.1f} ms")
