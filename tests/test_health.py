@@ -89,6 +89,11 @@ def test_a_started_cell_without_a_process_is_dead_and_an_unreachable_box_is_stal
     found = tracker.judgements(now=1300.0)
     assert [(j.kind, j.text) for j in found] == [("stale", "stale 5m")]
     assert "nothing is judged dead" in found[0].detail
+    # A host that is only slow says so: its connection is up, the record is late.
+    late = "no record for 20s; the connection is up and the probe still runs"
+    tracker.absorb_state(HostState("a1", Reachability.STALE, 1000.0, late))
+    (slow,) = tracker.judgements(now=1030.0)
+    assert slow.text == "stale 30s" and f"({late})" in slow.detail
 
 
 def test_process_check_unavailable_is_not_dead(profile: Profile) -> None:

@@ -61,10 +61,12 @@ def judge(tracker: HostTracker, now: float) -> list[Judgement]:
             return []
         reach = state.reachability
         label = "stale" if reach in (Reachability.STALE, Reachability.CONNECTING) else reach.value
+        why = f" ({state.detail})" if state.detail else ""
         return [Judgement(
             "stale", f"{label} {format_duration(max(0.0, now - state.since))}",
-            "The cockpit lost its connection. That says nothing about the run or its billing: "
-            "nothing is judged dead from silence. It reconnects by itself (r: now).")]
+            f"No fresh record from this box{why}. That says nothing about the run or its "
+            "billing: nothing is judged dead from silence. The cockpit keeps trying by itself "
+            "(r: reconnect now).")]
     snap = tracker.snapshot
     if snap is None:
         return []
