@@ -1,6 +1,6 @@
 """Fault matrix: a host that answers slowly is stale while it is late, never torn down.
 
-A real sshd on loopback whose sessions find a `df` that sleeps as long as the test says. A
+A real sshd on loopback whose sessions find a `df` that sleeps once, as long as the test says. A
 record later than `record_timeout` shows the box as stale but keeps the connection and the
 probe (reconnecting an overloaded host only adds a handshake to its load); only a probe
 silent past `record_limit` is restarted, on the same connection.
@@ -25,10 +25,18 @@ from tests.sshd import SSHD, Sshd, require
 pytestmark = pytest.mark.sshd
 
 SLOW_DF = """#!/bin/sh
-# df that first sleeps for the seconds written in {delay} (the test turns the delay on and off).
-sleep "$(cat {delay})"
+# df that, when the test has armed it, sleeps once for the seconds written in {arm}. The
+# first df to take the file (mv is atomic) sleeps; every other call, before or after, is quick.
+if mv {arm} {arm}.taken 2>/dev/null; then sleep "$(cat {arm}.taken)"; fi
 exec {real} "$@"
 """
+
+
+def arm(path: Path, seconds: float) -> None:
+    """Make the next df call on the box sleep `seconds` (written whole, then renamed in)."""
+    staged = path.with_suffix(".staged")
+    staged.write_text(f"{seconds:g}")
+    staged.rename(path)
 
 
 @pytest.fixture
@@ -37,8 +45,7 @@ def slow_box(tmp_path: Path) -> Iterator[tuple[Sshd, Path]]:
     fake = tmp_path / "fakebin"
     fake.mkdir()
     delay = tmp_path / "df-delay"
-    delay.write_text("0")
-    (fake / "df").write_text(SLOW_DF.format(delay=delay, real=shutil.which("df")))
+    (fake / "df").write_text(SLOW_DF.format(arm=delay, real=shutil.which("df")))
     (fake / "df").chmod(0o755)
     server = Sshd(tmp_path / "sshd", env={"PATH": f"{fake}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"})
     server.start()
@@ -92,13 +99,12 @@ async def test_a_late_record_makes_the_box_stale_without_a_reconnect(
     try:
         await until("first record", lambda: snapshots(events) >= 2, 20)
         conn, probe = watcher.conn, watcher.probe
-        delay.write_text("3")
+        arm(delay, 3)
         await until("stale while the record is late", lambda: Reachability.STALE in reaches(events), 20)
         stale = next(e for e in events if isinstance(e, HostStateChanged)
                      and e.state.reachability is Reachability.STALE)
         assert isinstance(stale, HostStateChanged)
         assert "connection is up" in stale.state.detail
-        delay.write_text("0")
         count = snapshots(events)
         await until("the late record arrives and the box is connected again",
                     lambda: snapshots(events) > count + 1
@@ -116,15 +122,14 @@ async def test_a_late_record_makes_the_box_stale_without_a_reconnect(
 async def test_a_probe_silent_past_the_limit_is_restarted_on_the_same_connection(
         slow_box: tuple[Sshd, Path], tmp_path: Path) -> None:
     server, delay = slow_box
-    watcher, events = watcher_for(server, tmp_path, record_timeout=0.5, record_limit=2.0)
+    watcher, events = watcher_for(server, tmp_path, record_timeout=0.5, record_limit=4.0)
     task = asyncio.create_task(watcher.run(0.2))
     try:
         await until("first record", lambda: snapshots(events) >= 1, 20)
         conn = watcher.conn
-        delay.write_text("30")
+        arm(delay, 120)
         await until("stale", lambda: Reachability.STALE in reaches(events), 10)
-        await until("the probe is restarted", lambda: watcher.probe_restarts >= 1, 10)
-        delay.write_text("0")
+        await until("the probe is restarted", lambda: watcher.probe_restarts >= 1, 15)
         count = snapshots(events)
         await until("records again", lambda: snapshots(events) > count, 20)
         assert watcher.conn is conn, "the connection was replaced, not just the probe"
