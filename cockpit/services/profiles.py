@@ -6,17 +6,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from cockpit.models.profile import Profile, months_between
 from cockpit.services.resources import shipped_dir
-from cockpit.services.yamlfile import (
-    ConfigError,
-    Problem,
-    duplicate_problems,
-    load_yaml_file,
-    validation_problems,
-)
+from cockpit.services.yamlfile import ConfigError, Problem, load_validated
 
 
 def profiles_dir() -> Path:
@@ -26,16 +18,8 @@ def profiles_dir() -> Path:
 
 def load_profile(path: Path) -> Profile:
     """Load one profile file; raises ConfigError naming file, line and field."""
-    loaded = load_yaml_file(path)
-    if not isinstance(loaded.data, dict):
-        raise ConfigError([Problem(path, 1, "", "a profile must be a mapping of keys")])
-    duplicates = duplicate_problems(loaded, ("storage", "tiers"), "id")
-    if duplicates:
-        raise ConfigError(duplicates)
-    try:
-        profile = Profile.model_validate(loaded.data)
-    except ValidationError as exc:
-        raise ConfigError(validation_problems(loaded, exc.errors())) from None
+    profile, loaded = load_validated(path, Profile.model_validate, unique=(("storage", "tiers"), "id"),
+                                     not_mapping="a profile must be a mapping of keys")
     if profile.platform != path.stem:
         raise ConfigError(
             [Problem(path, loaded.line_for(("platform",)), "platform",

@@ -11,33 +11,18 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from cockpit.models.rules import Rulebook, RuleFile, merge, parse_rule_file
 from cockpit.services.paths import user_rules_file
-from cockpit.services.yamlfile import (
-    ConfigError,
-    Problem,
-    duplicate_problems,
-    load_yaml_file,
-    validation_problems,
-)
+from cockpit.services.yamlfile import load_validated
 
 SHIPPED = Path(__file__).resolve().parent.parent / "data" / "rules.yaml"
 
 
 def load_rule_file(path: Path) -> RuleFile:
     """One rule file; raises ConfigError naming file, line and field."""
-    loaded = load_yaml_file(path)
-    if not isinstance(loaded.data, dict):
-        raise ConfigError([Problem(path, 1, "", "a rule file must be a mapping with `rules:`")])
-    duplicates = duplicate_problems(loaded, ("rules",), "id")
-    if duplicates:
-        raise ConfigError(duplicates)
-    try:
-        return parse_rule_file(loaded.data)
-    except ValidationError as exc:
-        raise ConfigError(validation_problems(loaded, exc.errors())) from None
+    rules, _ = load_validated(path, parse_rule_file, unique=(("rules",), "id"),
+                              not_mapping="a rule file must be a mapping with `rules:`")
+    return rules
 
 
 @cache

@@ -5,18 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from cockpit.models.profile import Profile
 from cockpit.models.sweep import Sweep
 from cockpit.services.profiles import load_named
-from cockpit.services.yamlfile import (
-    ConfigError,
-    Problem,
-    duplicate_problems,
-    load_yaml_file,
-    validation_problems,
-)
+from cockpit.services.yamlfile import ConfigError, Problem, load_validated
 
 
 @dataclass(frozen=True)
@@ -35,16 +27,8 @@ class LoadedSweep:
 
 def load_sweep(path: Path, profiles_dir: Path | None = None) -> LoadedSweep:
     """Validate `path` and resolve each instance's profile. Raises ConfigError."""
-    loaded = load_yaml_file(path)
-    if not isinstance(loaded.data, dict):
-        raise ConfigError([Problem(path, 1, "", "a sweep file must be a mapping of keys")])
-    duplicates = duplicate_problems(loaded, ("instances",), "name")
-    if duplicates:
-        raise ConfigError(duplicates)
-    try:
-        sweep = Sweep.model_validate(loaded.data)
-    except ValidationError as exc:
-        raise ConfigError(validation_problems(loaded, exc.errors())) from None
+    sweep, loaded = load_validated(path, Sweep.model_validate, unique=(("instances",), "name"),
+                                   not_mapping="a sweep file must be a mapping of keys")
     profiles: dict[str, Profile] = {}
     problems: list[Problem] = []
     failed: set[str] = set()

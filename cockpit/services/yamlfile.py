@@ -8,14 +8,16 @@ line to fix; we therefore walk the composed node tree ourselves.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import ValidationError
 
 Loc = tuple[str | int, ...]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -199,3 +201,23 @@ def validation_problems(loaded: LoadedYaml, errors: Iterable[Any]) -> list[Probl
             message = "should be a list"
         problems.append(Problem(loaded.path, loaded.line_for(loc), format_loc(loc), message))
     return problems
+
+
+def load_validated(path: Path, parse: Callable[[Any], T], *, not_mapping: str,
+                   unique: tuple[Loc, str]) -> tuple[T, LoadedYaml]:
+    """Read `path`, require a mapping, refuse repeated `unique` keys, then `parse` it.
+
+    The one way every hand-edited file (sweep, profile, rule file) is loaded, so each
+    failure is a ConfigError naming file, line and field. Returns the parsed value and the
+    document, whose lines callers use for their own checks after parsing.
+    """
+    loaded = load_yaml_file(path)
+    if not isinstance(loaded.data, dict):
+        raise ConfigError([Problem(path, 1, "", not_mapping)])
+    duplicates = duplicate_problems(loaded, *unique)
+    if duplicates:
+        raise ConfigError(duplicates)
+    try:
+        return parse(loaded.data), loaded
+    except ValidationError as exc:
+        raise ConfigError(validation_problems(loaded, exc.errors())) from None
