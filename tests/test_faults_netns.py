@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +20,7 @@ from cockpit.services.fleet import Fleet
 from cockpit.services.rulebook import load_rulebook
 from cockpit.services.sweepfile import load_sweep
 from tests.netns import NetBox
+from tests.waiting import until
 
 pytestmark = pytest.mark.sshd
 CUT_S = 60.0
@@ -321,12 +322,6 @@ instances:
                     snaps.append(time.monotonic())
                     received.extend((c.offset, c.reset, c.data) for c in event.snapshot.log_chunks
                                     if c.path == str(train_log))
-
-        async def until(what: str, done: Callable[[], bool], seconds: float) -> None:
-            deadline = time.monotonic() + seconds
-            while not done():
-                assert time.monotonic() < deadline, what
-                await asyncio.sleep(0.1)
 
         fleet.start()
         reader = asyncio.create_task(consume())

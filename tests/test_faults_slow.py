@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from cockpit.models.snapshot import Reachability
 from cockpit.services.fleet import HostWatcher
 from cockpit.services.sweepfile import load_sweep
 from tests.sshd import SSHD, Sshd, require
+from tests.waiting import until
 
 pytestmark = pytest.mark.sshd
 
@@ -75,12 +76,17 @@ instances:
     return watcher, events
 
 
-async def until(what: str, done: Callable[[], bool], seconds: float) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not done():
-        assert loop.time() < deadline, what
-        await asyncio.sleep(0.05)
+@contextlib.asynccontextmanager
+async def watching(watcher: HostWatcher) -> AsyncIterator[None]:
+    """The watcher's own loop (tick every 0.2 s) for the body; stopped and closed after."""
+    task = asyncio.create_task(watcher.run(0.2))
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await watcher.close()
 
 
 def reaches(events: list[object]) -> list[Reachability]:
@@ -95,8 +101,7 @@ async def test_a_late_record_makes_the_box_stale_without_a_reconnect(
         slow_box: tuple[Sshd, Path], tmp_path: Path) -> None:
     server, delay = slow_box
     watcher, events = watcher_for(server, tmp_path, record_timeout=1.0, record_limit=60.0)
-    task = asyncio.create_task(watcher.run(0.2))
-    try:
+    async with watching(watcher):
         await until("first record", lambda: snapshots(events) >= 2, 20)
         conn, probe = watcher.conn, watcher.probe
         arm(delay, 3)
@@ -112,19 +117,13 @@ async def test_a_late_record_makes_the_box_stale_without_a_reconnect(
         assert watcher.conn is conn and watcher.probe is probe, "a slow host was reconnected"
         assert watcher.probe_restarts == 0
         assert Reachability.CONNECTING not in reaches(events)[1:]
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await watcher.close()
 
 
 async def test_a_probe_silent_past_the_limit_is_restarted_on_the_same_connection(
         slow_box: tuple[Sshd, Path], tmp_path: Path) -> None:
     server, delay = slow_box
     watcher, events = watcher_for(server, tmp_path, record_timeout=0.5, record_limit=4.0)
-    task = asyncio.create_task(watcher.run(0.2))
-    try:
+    async with watching(watcher):
         await until("first record", lambda: snapshots(events) >= 1, 20)
         conn = watcher.conn
         arm(delay, 120)
@@ -134,8 +133,3 @@ async def test_a_probe_silent_past_the_limit_is_restarted_on_the_same_connection
         await until("records again", lambda: snapshots(events) > count, 20)
         assert watcher.conn is conn, "the connection was replaced, not just the probe"
         assert reaches(events)[-1] is Reachability.CONNECTED
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await watcher.close()
