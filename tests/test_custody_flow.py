@@ -23,15 +23,30 @@ DESTROY = TeardownAction(id="destroy", label="Destroy", stops_meter="yes", rever
                          command="vastai destroy instance {instance_id}")
 
 
-def box_tree(root: Path, queue: str = "a.yaml t 1\nb.yaml t 1\n") -> Instance:
+def mark(i: int, what: str, name: str, rc: int | None = None) -> str:
+    """One master-log line exactly as run_queue.sh prints it."""
+    tail = f" (exit={rc})" if what == "FINISHED" else " (t, 1ep)"
+    return f"[2026-11-21 10:00:{i:02d}] [{i}/2] {what} {name}{tail}\n"
+
+
+FINISHED_BOTH = (mark(1, "STARTING", "a") + mark(1, "FINISHED", "a", 0)
+                 + mark(2, "STARTING", "b") + mark(2, "FINISHED", "b", 0))
+
+
+def box_tree(root: Path, queue: str = "a.yaml t 1\nb.yaml t 1\n",
+             log: str | None = FINISHED_BOTH) -> Instance:
+    """Two finished cells on a local 'box'; `log` is the master log (None: no queue_log)."""
     durable = root / "durable"
     for cell in ("a", "b"):
         (durable / cell).mkdir(parents=True)
         torch.save({"w": torch.ones(4)}, durable / cell / "best.pth")
         (durable / cell / "best_metrics.json").write_text(json.dumps({"epoch": 1, "loss": 0.5}))
     (root / "queue.txt").write_text(queue)
+    if log is not None:
+        (root / "master.log").write_text(log)
     return Instance(name="v1", profile="vastai", host="local", instance_id="9",
-                    queue=str(root / "queue.txt"), durable_root=str(durable))
+                    queue=str(root / "queue.txt"), durable_root=str(durable),
+                    queue_log=str(root / "master.log") if log is not None else None)
 
 
 async def local_factory() -> tuple[Box, bool]:

@@ -169,7 +169,7 @@ async def test_a_pull_cut_at_20_random_points_resumes_to_matching_hashes(
     from cockpit.services import ssh
     from cockpit.services.pull import CHUNK, PART_SUFFIX, PullProgress
     from cockpit.services.remote import SshBox
-    from cockpit.services.verify import MARKER, make_pool, run_verification
+    from cockpit.services.verify import marker_path, make_pool, run_verification
 
     root = tmp_path / "remote"
     durable = durable_tree(root)
@@ -224,9 +224,9 @@ instances:
             if interrupted:
                 interruptions += 1
                 assert report.verification is None or not report.verification.complete
-                assert not (dest / MARKER).exists(), "PULL_VERIFIED.json written early"
+                assert not marker_path(dest).exists(), "PULL_VERIFIED.json written early"
             for path in dest.rglob("*"):  # nothing partial or wrong under a final name
-                if path.is_file() and not path.name.endswith(PART_SUFFIX) and path.name != MARKER:
+                if path.is_file() and not path.name.endswith(PART_SUFFIX):
                     rel = str(path.relative_to(dest))
                     assert hashlib.sha256(path.read_bytes()).hexdigest() == expected[rel], rel
             if cut_link:
@@ -250,7 +250,7 @@ instances:
             await remote.close()
     assert interruptions >= 10, interruptions  # a fault after the last read interrupts nothing
     assert final.verification is not None and final.verification.summary == "2/2 loaded"
-    assert (dest / MARKER).exists()
+    assert marker_path(dest).exists()
     # Resume must not start over: what moved beyond one full copy per complete pull is the
     # re-sent share (blocks in flight when the link died). Bound it loosely, report it exactly.
     resent = sum(moved) - total * complete_pulls

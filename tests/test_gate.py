@@ -85,7 +85,7 @@ def test_headline_metric() -> None:
 def test_cannot_reach_executing_without_n_of_n() -> None:
     gate = Gate("v1")
     step = render_step(INSTANCE, DESTROY)
-    with pytest.raises(GateError, match="locked: not verified yet"):
+    with pytest.raises(GateError, match=r"locked: needs N/N \(not verified yet\)"):
         gate.approve(step, "v1")
     gate.verified(verification(ok=2, total=3))
     assert gate.state is GateState.LOCKED and "2/3 loaded: not N/N" in gate.reason
@@ -115,7 +115,7 @@ def test_a_mistyped_name_does_not_approve_and_the_right_one_runs_once() -> None:
         assert gate.state is GateState.VERIFIED
     plan = gate.approve(step, "v1")
     assert gate.state is GateState.APPROVED
-    gate.check_fresh(manifest().digest)
+    gate.check_fresh(plan, manifest())
     gate.start(plan)
     with pytest.raises(GateError):
         gate.start(plan)  # not twice
@@ -130,7 +130,7 @@ def test_a_remote_change_after_verification_relocks() -> None:
     gate.verified(verification())
     plan = gate.approve(render_step(INSTANCE, DESTROY), "v1")
     with pytest.raises(GateError, match="remote changed"):
-        gate.check_fresh(manifest(size=999).digest)
+        gate.check_fresh(plan, manifest(size=999))
     assert gate.state is GateState.LOCKED
     with pytest.raises(GateError, match="not the gate's current approval"):
         gate.start(plan)
@@ -171,13 +171,21 @@ def test_render_keeps_hostile_values_literal() -> None:
     assert manual.argv is None and manual.command_text == "(by hand)"
 
 
-def test_env_vars_stay_literal_until_run() -> None:
-    from cockpit.models.gate import fill_env
+def test_env_vars_stay_literal_and_reach_the_command_only_through_its_environment() -> None:
+    from pydantic import ValidationError
 
+    from cockpit.models.gate import child_env
+
+    with pytest.raises(ValidationError, match=r"outside a shell script.*`ps` shows"):
+        TeardownAction(id="terminate", label="t", stops_meter="yes", reversible=False,
+                       command='curl -u "$API_KEY:" -d \'{{"ids":["{instance_id}"]}}\' https://x/api')
     api = TeardownAction(id="terminate", label="t", stops_meter="yes", reversible=False,
-                         command='curl -u "$API_KEY:" -d \'{{"ids":["{instance_id}"]}}\' https://x/api')
+                         command='sh -c \'printf "%s" "$API_KEY" | curl -K - -d "$1" https://x/api\' '
+                                 'cockpit \'{{"ids":["{instance_id}"]}}\'')
     step = render_step(INSTANCE, api)
-    assert step.command_text == 'curl -u \'$API_KEY:\' -d \'{"ids":["4242"]}\' https://x/api'
-    assert fill_env(step, {"API_KEY": "s3cret"})[2] == "s3cret:"
+    assert step.env_vars == ("API_KEY",)
+    assert "$API_KEY" in step.argv[2] and step.argv[4] == '{"ids":["4242"]}'
+    assert "s3cret" not in step.command_text
+    assert child_env(step, {"API_KEY": "s3cret"})["API_KEY"] == "s3cret"
     with pytest.raises(NotRunnable, match=r"needs \$API_KEY"):
-        fill_env(step, {})
+        child_env(step, {})

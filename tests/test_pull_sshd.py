@@ -17,7 +17,7 @@ from cockpit.services import ssh
 from cockpit.services.pull import PART_SUFFIX, PullProgress, pull, remote_manifest
 from cockpit.services.remote import SshBox
 from cockpit.services.sweepfile import load_sweep
-from cockpit.services.verify import MARKER, make_pool, run_verification
+from cockpit.services.verify import marker_path, make_pool, run_verification
 from tests.sshd import Sshd
 from tests.test_status_sshd import write_sweep
 
@@ -35,8 +35,9 @@ def write_durable(root: Path) -> Path:
         torch.save({"model_state_dict": {"w": torch.full((64, 64), float(index))}}, folder / "best.pth")
         (folder / "best_metrics.json").write_text(json.dumps({"epoch": 2, "psnr": 20.0 + index}))
         (folder / f"{cell}.log").write_text("Epoch 2/2 | loss 0.1\n")
-    # File names are data, whatever they hold: spaces, quotes, $(...), a newline, unicode.
-    (durable / "cellA" / "eval out $(touch PWNED);'q'\nnext 显存.json").write_text("{}")
+    # File names are data, whatever they hold: spaces, quotes, $(...), unicode. (A newline or
+    # a dot-folder is not an ordinary name: refused, see test_custody_evidence.py.)
+    (durable / "cellA" / "eval out $(touch PWNED);'q' next 显存.json").write_text("{}")
     big = bytearray(BIG)
     big[::4096] = os.urandom(len(big[::4096]))  # not all zeros, still quick to make
     (durable / "cellC" / "latest.pth.data").write_bytes(bytes(big))
@@ -84,8 +85,9 @@ async def test_manifest_and_pull_over_sftp(sshd: Sshd, tmp_path: Path) -> None:
         assert big.sha256 == hashlib.sha256((box / "durable/cellC/latest.pth.data").read_bytes()).hexdigest()
         assert manifest.cell("missing") is not None and not manifest.cell("missing").exists  # type: ignore[union-attr]
         assert len(state.finished_lines) == 3
+        assert all(manifest.evidence_of(c).proven_ok for c in ("cellA", "cellB", "cellC"))
         dest = tmp_path / "pulled"
-        assert any("$(touch PWNED)" in f.path and "\n" in f.path for f in manifest.files)
+        assert any("$(touch PWNED)" in f.path and "显存" in f.path for f in manifest.files)
         result = await pull(remote, manifest, dest)
         assert result.ok and result.bytes_moved == manifest.total_bytes
         assert not pwned(tmp_path), "a file name never executes"
@@ -156,14 +158,14 @@ async def test_verify_writes_the_marker_only_at_n_of_n(sshd: Sshd, tmp_path: Pat
                                         on_progress=kill_early)
         await conn.close()
         assert report.verification is not None and not report.verification.complete
-        assert not (dest / MARKER).exists(), "PULL_VERIFIED.json is never written early"
+        assert not marker_path(dest).exists(), "PULL_VERIFIED.json is never written early"
         sshd.start()
         conn = SshBox(await ssh.connect(target), owns=True)
         report = await run_verification(conn, inst, dest, "loopback-test", pool)
         await conn.close()
     assert report.verification is not None, report.error
     assert report.verification.summary == "3/3 loaded", report.verification.verdicts
-    doc = json.loads((dest / MARKER).read_text())
+    doc = json.loads(marker_path(dest).read_text())
     assert doc["manifest_sha256"] == report.verification.manifest_digest
     assert (doc["expected"], doc["loaded"]) == (3, 3) and doc["bytes"] > BIG
     assert [c["metric"] for c in doc["cells"]] == ["epoch=2 psnr=20", "epoch=2 psnr=21", "epoch=2 psnr=22"]

@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.models.custody import CellStatus, CellVerdict, Verification
+from cockpit.models.custody import CellListing, CellStatus, CellVerdict, FileEntry, Manifest, Verification
 from cockpit.models.gate import Gate, GateError, GateState, render_step
 from cockpit.models.profile import TeardownAction
 from cockpit.models.sweep import Instance
 from cockpit.services.audit import read_audit
 from cockpit.services.teardown import confirm_by_hand, execute
 
-DIGEST = "d" * 64
+MANIFEST = Manifest("v1", "/durable", (CellListing("a", True, (FileEntry("a", "best.pth", 10, "d" * 64),)),))
+DIGEST = MANIFEST.digest
 DESTROY = TeardownAction(id="destroy", label="Destroy", stops_meter="yes", reversible=False,
                          command="vastai destroy instance {instance_id}")
 RELEASE = TeardownAction(id="release", label="释放", stops_meter="yes", reversible=False,
@@ -43,12 +44,12 @@ def verified_gate() -> Gate:
     return gate
 
 
-async def fresh() -> str:
-    return DIGEST
+async def fresh() -> Manifest:
+    return MANIFEST
 
 
-async def changed() -> str:
-    return "e" * 64
+async def changed() -> Manifest:
+    return Manifest("v1", "/durable", (CellListing("a", True, (FileEntry("a", "best.pth", 11, "e" * 64),)),))
 
 
 async def test_an_approved_destroy_runs_once_without_a_shell_and_is_audited(tmp_path: Path) -> None:
@@ -56,7 +57,7 @@ async def test_an_approved_destroy_runs_once_without_a_shell_and_is_audited(tmp_
     hostile = Instance(name="v1", profile="vastai", host="h", instance_id="42; touch PWNED $(id)")
     gate = verified_gate()
     plan = gate.approve(render_step(hostile, DESTROY), "v1")
-    result = await execute(gate, plan, fresh_digest=fresh, cli_path=[bin_dir])
+    result = await execute(gate, plan, fresh_state=fresh, cli_path=[bin_dir])
     assert result.ok and "destroying instance 42; touch PWNED $(id)" in result.output
     calls = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert calls == [["destroy", "instance", "42; touch PWNED $(id)"]], "one literal argument"
@@ -68,7 +69,7 @@ async def test_an_approved_destroy_runs_once_without_a_shell_and_is_audited(tmp_
     assert record["manifest_sha256"] == DIGEST and record["verified"] == "1/1 loaded"
     assert "destroying instance" in record["output_tail"]
     with pytest.raises(GateError):
-        await execute(gate, plan, fresh_digest=fresh, cli_path=[bin_dir])
+        await execute(gate, plan, fresh_state=fresh, cli_path=[bin_dir])
     assert len(read_audit()) == 1
 
 
@@ -78,7 +79,7 @@ async def test_a_remote_change_relocks_and_nothing_runs(tmp_path: Path) -> None:
     plan = gate.approve(render_step(Instance(name="v1", profile="vastai", host="h", instance_id="7"),
                                     DESTROY), "v1")
     with pytest.raises(GateError, match="remote changed"):
-        await execute(gate, plan, fresh_digest=changed, cli_path=[bin_dir])
+        await execute(gate, plan, fresh_state=changed, cli_path=[bin_dir])
     assert gate.state is GateState.LOCKED
     assert not (tmp_path / "calls.jsonl").exists()
     (record,) = read_audit()
@@ -89,7 +90,7 @@ async def test_a_failing_command_fails_the_gate_and_is_audited(tmp_path: Path) -
     gate = verified_gate()
     plan = gate.approve(render_step(Instance(name="v1", profile="vastai", host="h", instance_id="7"),
                                     DESTROY), "v1")
-    result = await execute(gate, plan, fresh_digest=fresh, cli_path=[tmp_path / "empty"])
+    result = await execute(gate, plan, fresh_state=fresh, cli_path=[tmp_path / "empty"])
     if result.exit_code is None:
         assert "could not start 'vastai'" in result.output
     assert not result.ok and gate.state is GateState.FAILED
@@ -101,8 +102,8 @@ async def test_manual_steps_are_recorded_only_when_confirmed(tmp_path: Path) -> 
     step = render_step(Instance(name="v1", profile="autodl", host="h"), RELEASE)
     plan = gate.approve(step, "v1")
     with pytest.raises(GateError, match="done by hand"):
-        await execute(gate, plan, fresh_digest=fresh)
-    result = await confirm_by_hand(gate, plan, done=True, fresh_digest=fresh)
+        await execute(gate, plan, fresh_state=fresh)
+    result = await confirm_by_hand(gate, plan, done=True, fresh_state=fresh)
     assert result.by_hand and gate.state is GateState.DONE
     (record,) = read_audit()
     assert record["by_hand"] is True and record["command"] == "(by hand)"

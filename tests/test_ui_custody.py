@@ -53,8 +53,8 @@ async def test_verify_to_n_of_n_then_an_approved_audited_teardown(demo: Path, tm
         assert custody.gate.state is GateState.VERIFIED, custody.report
         await pilot.pause(0.6)
         foot = texts([screen.query_one("#verify-foot", Static)])
-        assert "3/3 loaded" in foot and "PULL_VERIFIED.json" in foot
-        marker = json.loads((demo / "pulled" / "v1" / "PULL_VERIFIED.json").read_text())
+        assert "3/3 loaded" in foot and "receipt:" in foot
+        marker = json.loads((demo / "pulled" / "v1.cockpit-verified.json").read_text())
         assert marker["loaded"] == 3
         await pilot.press("t")
         await wait_until(pilot, lambda: isinstance(app.screen, TeardownScreen), 5, "teardown")

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from cockpit.models.custody import CellStatus, Verification
+from cockpit.models.custody import CellStatus, FailureCause, Verification
 from cockpit.models.gate import Gate, GateState
 from cockpit.models.sweep import Instance
 from cockpit.services.loadcheck import check_file, check_safetensors
 from cockpit.services.remote import LocalBox
-from cockpit.services.verify import MARKER, make_pool, read_marker, run_verification, verify_pulled
+from cockpit.services.verify import make_pool, marker_path, read_marker, run_verification, verify_pulled
 
 CELLS = ("good", "truncated", "zero", "tampered", "pickle", "safet", "badjson", "failed")
 
@@ -65,6 +65,9 @@ def build(root: Path, canary: Path) -> Path:
     return durable
 
 
+OOM = FailureCause("M2", "probabilistic", "CUDA out of memory", "torch.OutOfMemoryError: CUDA out of memory.")
+
+
 @pytest.fixture
 def verified(tmp_path: Path) -> tuple[Verification, Path, Path]:
     canary = tmp_path / "PWNED-by-unpickling"
@@ -77,7 +80,7 @@ def verified(tmp_path: Path) -> tuple[Verification, Path, Path]:
     async def go() -> Verification:
         with make_pool(2) as pool:
             report = await run_verification(LocalBox(), inst, dest, "s", pool,
-                                            causes={"failed": "CUDA out of memory (M2)"})
+                                            causes={"failed": OOM})
         assert report.verification is not None, report.error
         # The tampered copy: changed after the pull, so its hash no longer matches.
         tampered = dest / "tampered" / "best.pth"
@@ -88,7 +91,7 @@ def verified(tmp_path: Path) -> tuple[Verification, Path, Path]:
         assert report.state is not None
         with make_pool(2) as pool:
             return await verify_pulled("l1", report.expected, report.state, dest, pool,
-                                       causes={"failed": "CUDA out of memory (M2)"})
+                                       causes={"failed": OOM})
 
     return asyncio.run(go()), dest, canary
 
@@ -107,13 +110,13 @@ def test_each_hostile_input_has_its_own_reason_and_the_gate_stays_locked(
     assert "best_metrics.json is not valid JSON" in verdicts["badjson"].reason
     failed = verdicts["failed"]
     assert failed.status is CellStatus.FAILED_ON_BOX
-    assert "exit=1, CUDA out of memory (M2)" in failed.reason
+    assert "exit=1, CUDA out of memory [M2]" in failed.reason and failed.cause == OOM
     assert len({v.reason for v in verification.verdicts if v.status is not CellStatus.OK}) == 7
     assert verification.summary == "1/8 loaded"
     gate = Gate("l1")
     gate.verified(verification)
     assert gate.state is GateState.LOCKED
-    assert not (dest / MARKER).exists() and read_marker(dest) is None
+    assert not marker_path(dest).exists() and read_marker(dest) is None
 
 
 def test_safetensors_header_checks(tmp_path: Path) -> None:

@@ -6,30 +6,72 @@
                                                                                    │
                                                                         done ◀─────┴────▶ failed
 
-- An irreversible action needs `verified` (N/N with N >= 1) and the instance name typed
-  exactly. A reversible, meter-stopping one (AutoDL 关机, `vastai stop`) needs only the typed
-  name, and afterwards the gate returns to where it was.
-- Right before running, the caller recomputes the remote manifest; a different digest
-  re-locks the gate (platform-facts §8.4: an old verification is not evidence).
+What an action needs comes from what it destroys, never from the profile's `reversible`
+flag alone (a RunPod "stop" is reversible and wipes the container disk):
+
+- **Destroys data** (any `destroys` entry naming a disk, volume, files, the instance…; or
+  irreversible at all): N/N verified (N >= 1, fresh), then the instance name typed exactly.
+- **Only kills processes** (`vastai stop`: "running processes (tmux)"): N/N, or evidence that
+  no cell is running (every cell's latest run has its FINISHED mark, or the user excluded the
+  running ones by typing their names), then the typed name.
+- **Destroys nothing**: the typed name only. A reversible action returns the gate to where it
+  was afterwards.
+- Right before running, the caller recomputes the remote state; for N/N a different manifest
+  digest re-locks the gate (platform-facts §8.4: an old verification is not evidence), and
+  for the no-cell-running path a cell that started since re-locks it.
 - `ApprovedPlan` objects are minted only here, and `start()` accepts only the plan this gate
   approved last: the executor has no other way to reach a teardown command.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from cockpit.models.custody import Verification
+from cockpit.models.argv import ENV_VAR, script_index
+from cockpit.models.custody import Manifest, Verification
 from cockpit.models.profile import TeardownAction
 from cockpit.models.sweep import Instance
 
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh"})
-ENV_VAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_PROCESS_WORDS = re.compile(r"process|tmux|screen session|training run|running job|running "
+                            r"training|进程", re.IGNORECASE)
+_DATA_WORDS = re.compile(r"disk|volume|storage|file|folder|director|/|\$|snapshot|instance|"
+                         r"machine|pod|nfs|data|bucket|image|checkpoint|盘|存储|实例",
+                         re.IGNORECASE)
+
+
+class Need(Enum):
+    """What an action needs before it may run (see the module doc)."""
+
+    VERIFIED = "N/N verified and fresh, then the instance name typed"
+    IDLE = ("N/N verified, or proof that no cell is running (running cells excluded by "
+            "typing their names), then the instance name typed")
+    NAME = "the instance name typed (it destroys nothing)"
+
+
+def kills_processes_only(item: str) -> bool:
+    """A `destroys` entry that names only processes. Anything else counts as data: the test
+    fails closed, so an entry this does not recognise needs N/N."""
+    return bool(_PROCESS_WORDS.search(item)) and not _DATA_WORDS.search(item)
+
+
+def destroys_data(action: TeardownAction) -> bool:
+    """Whether the action destroys anything but processes."""
+    return any(not kills_processes_only(item) for item in action.destroys)
+
+
+def need_of(action: TeardownAction) -> Need:
+    """What `action` needs: irreversible or data-destroying → N/N; process-killing → N/N or
+    no cell running; nothing destroyed → the typed name."""
+    if not action.reversible or destroys_data(action):
+        return Need.VERIFIED
+    if action.destroys:
+        return Need.IDLE
+    return Need.NAME
 
 
 class GateState(Enum):
@@ -60,13 +102,19 @@ class TeardownStep:
     argv: tuple[str, ...] | None
     manual_steps: tuple[str, ...] = ()
     env_vars: tuple[str, ...] = ()
-    """`$NAME`s of the template (an API key): shown as written, filled from the environment
-    only when the command runs, so a secret never reaches the screen or the audit log."""
+    """`$NAME`s of the template (an API key). They stay literal in the argv, on screen and in
+    the audit log; the secret reaches the command only through its environment (a shell
+    inside the template expands it), never through an argv that `ps` shows every user."""
 
     @property
     def irreversible(self) -> bool:
-        """Destroys something that cannot be brought back."""
+        """Cannot be undone: the gate ends (done/failed) after it ran."""
         return not self.action.reversible
+
+    @property
+    def need(self) -> Need:
+        """What this step needs before it may run."""
+        return need_of(self.action)
 
     @property
     def command_text(self) -> str:
@@ -74,51 +122,89 @@ class TeardownStep:
         return shlex.join(self.argv) if self.argv is not None else "(by hand)"
 
 
+_SENTINEL = "@@cockpit-field-{}-e3b0c442@@"
+"""A placeholder no real value contains, legal inside a JSON string (a control character is not)."""
+
+
+def _fill_json(word: str, values: dict[str, str | None]) -> str | None:
+    """Fill a word that is a JSON document (`{"instance_ids":["{instance_id}"]}`) with a JSON
+    encoder: each value becomes one JSON string, so `i-1","i-OTHER` stays one id. None when
+    the word is not JSON."""
+    marked = word.format(**{k: _SENTINEL.format(k) for k in values})
+    try:
+        doc = json.loads(marked)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict | list):
+        return None
+
+    def fill(node: object) -> object:
+        if isinstance(node, str):
+            for key, value in values.items():
+                node = node.replace(_SENTINEL.format(key), value or "")
+            return node
+        if isinstance(node, list):
+            return [fill(x) for x in node]
+        if isinstance(node, dict):
+            return {fill(k): fill(v) for k, v in node.items()}
+        return node
+
+    return json.dumps(fill(doc), ensure_ascii=False, separators=(",", ":"))
+
+
 def render_step(instance: Instance, action: TeardownAction) -> TeardownStep:
     """Fill the action's template for `instance`.
 
     The template is split into words *first* and each word filled afterwards, and the result
     is executed without a shell: an instance id such as `x; rm -rf ~` stays one literal
-    argument. If the template itself runs a shell (`sh -c '...{instance_id}'`), values are
-    shell-quoted inside it.
+    argument. A word that is a JSON document is filled with a JSON encoder. Inside the script
+    of a shell wrapper (`sh -c`, `bash -lc`, `timeout 60 sh -c`, `env X=1 sh -c` …) values are
+    shell-quoted. `$NAME`s are never filled here (see `TeardownStep.env_vars`).
     """
     if action.command is None:
         return TeardownStep(instance.name, action, None, action.manual_steps)
     values = {"instance_id": instance.instance_id, "host": instance.host, "name": instance.name,
               "region": instance.region}
     words = shlex.split(action.command)
-    shell = bool(words) and os.path.basename(words[0]) in SHELLS
+    script = script_index(words)
     argv = []
-    for word in words:
+    for index, word in enumerate(words):
         needed = [name for name in values if "{" + name in word]
         missing = [name for name in needed if values[name] is None]
         if missing:
             raise NotRunnable(f"{action.id}: the sweep gives no {', '.join(missing)} for "
                               f"{instance.name}; add it to the instance")
-        filled = {k: shlex.quote(v) if shell and v is not None else (v or "")
-                  for k, v in values.items()}
-        argv.append(word.format(**filled))
+        if index == script:
+            argv.append(word.format(**{k: shlex.quote(v or "") for k, v in values.items()}))
+        elif needed and (as_json := _fill_json(word, values)) is not None:
+            argv.append(as_json)
+        else:
+            argv.append(word.format(**{k: v or "" for k, v in values.items()}))
     env_vars = tuple(dict.fromkeys(ENV_VAR.findall(action.command)))
     return TeardownStep(instance.name, action, tuple(argv), action.manual_steps, env_vars)
 
 
-def fill_env(step: TeardownStep, environ: Mapping[str, str]) -> tuple[str, ...]:
-    """The argv to execute: the template's `$NAME`s filled from `environ`."""
+def child_env(step: TeardownStep, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment an approved command runs with; refuses when a `$NAME` it needs is not
+    set (a missing key is not a run). The argv itself never carries the secret."""
     if step.argv is None:
         raise NotRunnable(f"{step.action.id} is done by hand")
     missing = [name for name in step.env_vars if name not in environ]
     if missing:
         raise NotRunnable(f"{step.action.id} needs {', '.join('$' + m for m in missing)} in "
                           f"the environment")
-    names = set(step.env_vars)
-
-    def value(match: re.Match[str]) -> str:
-        return environ[match[1]] if match[1] in names else match[0]
-
-    return tuple(ENV_VAR.sub(value, word) for word in step.argv)
+    return dict(environ)
 
 
 _MINT = object()
+
+
+class Basis(Enum):
+    """What an approval rested on."""
+
+    VERIFIED = "N/N verified"
+    IDLE = "no cell running"
+    NAME = "typed name only"
 
 
 @dataclass(frozen=True)
@@ -127,8 +213,9 @@ class ApprovedPlan:
 
     step: TeardownStep
     manifest_digest: str | None
-    """The verified state it was approved against (None for a reversible action)."""
+    """The verified state it was approved against (None when it needed only the name)."""
     typed: str
+    basis: Basis = Basis.NAME
     _mint: object = field(repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
@@ -144,6 +231,9 @@ class Gate:
     state: GateState = GateState.LOCKED
     reason: str = "not verified yet"
     verification: Verification | None = None
+    """The last verification, only while it is N/N (what unlocks data-destroying actions)."""
+    latest: Verification | None = None
+    """The last verification whatever it found (its evidence of running cells counts)."""
     history: list[tuple[GateState, str]] = field(default_factory=list)
     _approved: ApprovedPlan | None = None
     _resume: tuple[GateState, str] = (GateState.LOCKED, "")
@@ -159,25 +249,57 @@ class Gate:
             raise GateError(f"verification of {verification.instance}, not {self.instance}")
         if self.state in (GateState.APPROVED, GateState.EXECUTING, GateState.DONE):
             raise GateError(f"cannot re-verify: {self.state.value}")
+        self.latest = verification
         if not verification.complete:
             self.verification = None
-            why = "no cells" if verification.expected < 1 else "not N/N"
+            if verification.expected < 1:
+                why = "no cells"
+            elif verification.blockers:
+                why = verification.blockers[0]
+            else:
+                why = "not N/N"
             self._move(GateState.LOCKED, f"{verification.summary}: {why}")
             return
         self.verification = verification
         self._move(GateState.VERIFIED, f"{verification.summary}, manifest "
                                        f"{verification.manifest_digest[:12]}")
 
-    def check_fresh(self, current_digest: str) -> None:
-        """The remote manifest right now: a difference from the verified one re-locks."""
-        if self.verification is None:
-            raise GateError("not verified: pull and verify first")
-        if current_digest != self.verification.manifest_digest:
-            self.verification = None
-            self._approved = None
-            self._move(GateState.LOCKED, "the remote changed after verification (manifest "
-                                         "hash differs): pull and verify again")
-            raise GateError(self.reason)
+    def idle_proof(self) -> tuple[bool, str]:
+        """Whether the last verification proves no cell is running, and which ones are."""
+        if self.latest is None:
+            return False, "not verified: whether a cell is running is unknown"
+        running = self.latest.running
+        if running:
+            shown = ", ".join(running[:5]) + (" …" if len(running) > 5 else "")
+            return False, (f"no proof that no cell is running ({shown} without a FINISHED "
+                           f"mark): verify N/N, or exclude them by typing their names")
+        return True, ""
+
+    def check_fresh(self, plan: ApprovedPlan, current: Manifest) -> None:
+        """The remote state right now, before `plan` runs: for an N/N approval any change of
+        the manifest digest re-locks; for a no-cell-running approval a cell that started
+        since re-locks. Nothing to check for a name-only approval."""
+        if plan.basis is Basis.NAME:
+            return
+        if plan.basis is Basis.VERIFIED:
+            if self.verification is None:
+                raise GateError("not verified: pull and verify first")
+            if current.digest == self.verification.manifest_digest:
+                return
+            why = ("the remote changed after verification (manifest hash differs): pull and "
+                   "verify again")
+        else:
+            latest = self.latest
+            excluded = {v.cell for v in latest.excluded} if latest else set()
+            started = [name for name, ev in current.evidence
+                       if name not in excluded and not ev.ended]
+            if latest is not None and not started:
+                return
+            why = (f"a cell started since the check ({', '.join(started[:5])}): verify again")
+        self.verification = None
+        self._approved = None
+        self._move(GateState.LOCKED, why)
+        raise GateError(why)
 
     # -- approval and execution ----------------------------------------------------------
     def can_approve(self, step: TeardownStep) -> tuple[bool, str]:
@@ -188,8 +310,13 @@ class Gate:
             return False, f"another action is {self.state.value}"
         if self.state is GateState.DONE:
             return False, "already torn down"
-        if step.irreversible and self.state is not GateState.VERIFIED:
-            return False, f"locked: {self.reason}"
+        need = step.need
+        if need is Need.VERIFIED and self.state is not GateState.VERIFIED:
+            return False, f"locked: needs N/N ({self.reason})"
+        if need is Need.IDLE and self.state is not GateState.VERIFIED:
+            idle, why = self.idle_proof()
+            if not idle:
+                return False, f"locked: {why}"
         return True, ""
 
     def approve(self, step: TeardownStep, typed: str) -> ApprovedPlan:
@@ -200,19 +327,26 @@ class Gate:
         if typed != self.instance:
             raise GateError(f"typed {typed!r}, not the instance name {self.instance!r}: "
                             f"not approved")
-        digest = self.verification.manifest_digest if (
-            step.irreversible and self.verification is not None) else None
-        plan = ApprovedPlan(step, digest, typed, _MINT)
+        need = step.need
+        if need is Need.NAME:
+            basis, digest = Basis.NAME, None
+        elif self.state is GateState.VERIFIED and self.verification is not None:
+            basis, digest = Basis.VERIFIED, self.verification.manifest_digest
+        else:
+            assert self.latest is not None  # can_approve proved it
+            basis, digest = Basis.IDLE, self.latest.manifest_digest
+        plan = ApprovedPlan(step, digest, typed, basis, _MINT)
         self._approved = plan
         self._resume = (self.state, self.reason)
-        self._move(GateState.APPROVED, f"{step.action.id} approved by typing {typed!r}")
+        self._move(GateState.APPROVED, f"{step.action.id} approved by typing {typed!r} "
+                                       f"({basis.value})")
         return plan
 
     def start(self, plan: ApprovedPlan) -> None:
         """The executor is about to run `plan`: only the plan approved last is accepted."""
         if plan is not self._approved or self.state is not GateState.APPROVED:
             raise GateError("this plan is not the gate's current approval")
-        if plan.step.irreversible and (
+        if plan.basis is Basis.VERIFIED and (
                 self.verification is None or plan.manifest_digest != self.verification.manifest_digest):
             raise GateError("the verification changed since approval")
         self._move(GateState.EXECUTING, f"running {plan.step.action.id}")

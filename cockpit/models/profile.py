@@ -14,11 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 import string
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cockpit.models.argv import secret_outside_script
 from cockpit.models.durations import parse_duration
 
 _MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
@@ -146,6 +148,16 @@ class TeardownAction(Strict):
                 self.command.format(**dict.fromkeys(TEMPLATE_FIELDS, "x"))
             except (KeyError, ValueError, IndexError) as exc:
                 raise ValueError(f"command template does not render: {exc!r}") from None
+            try:
+                words = shlex.split(self.command)
+            except ValueError as exc:
+                raise ValueError(f"command template does not split into words: {exc}") from None
+            exposed = secret_outside_script(words)
+            if exposed is not None:
+                raise ValueError(
+                    f"{exposed!r} names an environment variable outside a shell script: it would "
+                    f"be filled into the argv, which `ps` shows to every user; reference it inside "
+                    f"`sh -c '...'` (the shell reads it from its environment)")
         return self
 
 

@@ -16,14 +16,14 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cockpit.models.custody import CellStatus
-from cockpit.models.gate import ApprovedPlan, Gate, GateError, GateState
+from cockpit.models.custody import EXCLUDABLE, FailureCause, Manifest
+from cockpit.models.gate import ApprovedPlan, Gate, GateError, GateState, TeardownStep
 from cockpit.models.profile import Profile
 from cockpit.models.sweep import Instance
 from cockpit.services.audit import append_audit
 from cockpit.services.pull import PullProgress, remote_manifest
 from cockpit.services.remote import Box
-from cockpit.services.teardown import ExecResult, confirm_by_hand, execute
+from cockpit.services.teardown import ExecResult, confirm_by_hand, execute, record
 from cockpit.services.verify import VerifyReport, run_verification, write_marker
 
 BoxFactory = Callable[[], Awaitable[tuple[Box, bool]]]
@@ -65,7 +65,7 @@ class Custody:
             if owned:
                 await box.close()
 
-    async def verify(self, pool: Executor, causes: Mapping[str, str]) -> VerifyReport:
+    async def verify(self, pool: Executor, causes: Mapping[str, FailureCause]) -> VerifyReport:
         """Roster, manifest, pull, hash and load; the gate follows the result."""
         self.busy = True
         self.progress = None
@@ -99,20 +99,30 @@ class Custody:
         self.changed()
         return report
 
-    def exclude(self, cell: str, typed: str, cause: str) -> None:
-        """Remove a cell that failed on the box from N, after the user typed its name."""
+    def exclude(self, cell: str, typed: str, cause: str = "") -> None:
+        """Remove a cell without a finished result (failed on the box, unproven, or running)
+        from N, after the user typed its name. Audited either way."""
         report = self.report
         if report is None or report.verification is None:
             raise GateError("verify first")
         verdict = next((v for v in report.verification.verdicts if v.cell == cell), None)
-        if verdict is None or verdict.status is not CellStatus.FAILED_ON_BOX:
-            raise GateError(f"only a cell that failed on the box can be excluded ({cell} is "
-                            f"{verdict.status.value if verdict else 'unknown'})")
+        if verdict is None or verdict.status not in EXCLUDABLE:
+            why = (f"only a cell without a finished result (failed on the box, unproven or "
+                   f"running) can be excluded ({cell} is "
+                   f"{verdict.status.value if verdict else 'unknown'})")
+            append_audit({"event": "exclude refused", "instance": self.instance.name,
+                          "cell": cell, "typed": typed, "note": why})
+            raise GateError(why)
         if typed != cell:
+            append_audit({"event": "exclude refused", "instance": self.instance.name,
+                          "cell": cell, "typed": typed, "note": "mistyped cell name"})
             raise GateError(f"typed {typed!r}, not the cell name {cell!r}: not excluded")
-        reason = f"excluded by the user: failed on the box ({cause or verdict.reason})"
+        failure = cause or (verdict.cause.text if verdict.cause else "") or verdict.reason
+        reason = f"excluded by the user: {verdict.status.value} ({failure})"
         append_audit({"event": "exclude", "instance": self.instance.name, "cell": cell,
-                      "failure": cause or verdict.reason, "typed": typed,
+                      "status": verdict.status.value, "failure": failure,
+                      "rule": verdict.cause.rule if verdict.cause else None,
+                      "class": verdict.cause.klass if verdict.cause else None, "typed": typed,
                       "manifest_sha256": report.verification.manifest_digest})
         self.excluded[cell] = reason
         report.verification = report.verification.excluding(cell, reason)
@@ -120,20 +130,37 @@ class Custody:
         self.gate.verified(report.verification)
         self.changed()
 
-    async def fresh_digest(self) -> str:
-        """The remote manifest of the same roster, recomputed now."""
+    async def fresh_state(self) -> Manifest:
+        """The remote manifest of the same roster, with its queue-log evidence, recomputed now."""
         report = self.report
         if report is None or not report.expected or not self.instance.durable_root:
             raise GateError("nothing verified to compare with")
         root, expected = self.instance.durable_root, report.expected
 
-        async def go(box: Box) -> str:
-            state = await remote_manifest(box, self.instance.name, root, None, expected)
-            return state.manifest.digest
+        async def go(box: Box) -> Manifest:
+            state = await remote_manifest(box, self.instance.name, root, self.instance.queue_log,
+                                          expected)
+            return state.manifest
 
-        digest = await self._with_box(go)
-        assert isinstance(digest, str)
-        return digest
+        manifest = await self._with_box(go)
+        assert isinstance(manifest, Manifest)
+        return manifest
+
+    def approve(self, step: TeardownStep, typed: str) -> ApprovedPlan:
+        """The user typed a name to approve `step`; a refusal (locked, mistyped) is audited."""
+        try:
+            plan = self.gate.approve(step, typed)
+        except GateError as exc:
+            record(self.gate, "approval refused", action=step.action.id, typed=typed, note=str(exc))
+            self.changed()
+            raise
+        record(self.gate, "approved", plan=plan)
+        self.changed()
+        return plan
+
+    def refused_key(self, step: TeardownStep, why: str) -> None:
+        """The user pressed approve on an action the gate keeps locked: audited, not run."""
+        record(self.gate, "locked action pressed", action=step.action.id, note=why)
 
     async def run(self, plan: ApprovedPlan) -> ExecResult:
         """Execute an approved command step, streaming its output into `output`."""
@@ -146,7 +173,7 @@ class Custody:
             self.changed()
 
         try:
-            result = await execute(self.gate, plan, fresh_digest=self.fresh_digest,
+            result = await execute(self.gate, plan, fresh_state=self.fresh_state,
                                    cli_path=self.cli_path, on_output=line)
         finally:
             self.busy = False
@@ -156,7 +183,7 @@ class Custody:
 
     async def by_hand(self, plan: ApprovedPlan, done: bool) -> ExecResult:
         """Record a manual step the user confirmed (or not)."""
-        result = await confirm_by_hand(self.gate, plan, done=done, fresh_digest=self.fresh_digest)
+        result = await confirm_by_hand(self.gate, plan, done=done, fresh_state=self.fresh_state)
         self.output = [f"{plan.step.action.label}: {result.output}\n"]
         self.changed()
         return result

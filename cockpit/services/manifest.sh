@@ -6,9 +6,12 @@
 # base64-encoded, so any byte in them (newline, quote, `$(...)`) is data, never syntax.
 #
 # Output: "@@hasher NAME", then per cell "@@cell B64NAME exists|missing" followed by
-# "F SIZE SHA256 B64RELPATH" (a regular file) or "R B64RELPATH" (refused: a symlink or
-# anything else), then "@@extra B64NAME" for folders under ROOT no cell names, then
-# "@@marks" with the base64 FINISHED lines of QUEUE_LOG, then "@@end".
+# "F SIZE SHA256 B64RELPATH" (a regular file) or "R B64RELPATH" (refused: a symlink,
+# anything else that is not a regular file, or anything whose name starts with a dot — a
+# dot-folder such as .git/ is refused whole and never descended into), then "@@extra
+# B64NAME" for folders under ROOT no cell names, then "@@runbook SIZE SHA256" when ROOT holds
+# the runbook's own PULL_MANIFEST.json, then "@@marks none|missing|found" followed by the
+# base64 STARTING/FINISHED lines of QUEUE_LOG, then "@@end".
 
 root=$1; queue_log=$2; shift 2
 case "$root" in "~") root=$HOME ;; "~/"*) root="$HOME/${root#"~/"}" ;; esac
@@ -44,6 +47,13 @@ for p in "$@"; do
   echo "F $size ${sum%% *} $enc"
 done'
 
+# Dot-entries (.git/, .ssh/, .bashrc) are listed as refused and never descended into.
+refuse='dir=$1; shift
+for p in "$@"; do
+  rel=${p#"$dir"/}
+  echo "R $(printf "%s" "$rel" | base64 | tr -d "\n")"
+done'
+
 for cell in "$@"; do
   dir="$root/$cell"
   if [ -L "$dir" ] || [ ! -d "$dir" ]; then
@@ -51,7 +61,8 @@ for cell in "$@"; do
     continue
   fi
   echo "@@cell $(b64 "$cell") exists"
-  find "$dir" -mindepth 1 ! -type d -exec sh -c "$files" sh "$hasher" "$dir" {} +
+  find "$dir" -mindepth 1 -name '.*' -prune -exec sh -c "$refuse" sh "$dir" {} + \
+    -o ! -type d -exec sh -c "$files" sh "$hasher" "$dir" {} +
 done
 
 if [ -d "$root" ]; then
@@ -64,8 +75,22 @@ if [ -d "$root" ]; then
   done
 fi
 
-echo "@@marks"
-if [ -n "$queue_log" ] && [ -f "$queue_log" ]; then
-  grep -E 'FINISHED' -- "$queue_log" 2>/dev/null | tail -n 4000 | base64
+runbook="$root/PULL_MANIFEST.json"
+if [ -f "$runbook" ] && [ ! -L "$runbook" ]; then
+  size=$(stat -c %s -- "$runbook") && if [ "$hasher" = openssl ]; then
+    sum=$(openssl dgst -sha256 -r < "$runbook")
+  else
+    sum=$(sha256sum < "$runbook")
+  fi && echo "@@runbook $size ${sum%% *}"
+fi
+
+# The last 8000 marks: the newest STARTING/FINISHED of every cell of a long queue.
+if [ -z "$queue_log" ]; then
+  echo "@@marks none"
+elif [ -f "$queue_log" ]; then
+  echo "@@marks found"
+  grep -E '] (STARTING|FINISHED) ' -- "$queue_log" 2>/dev/null | tail -n 8000 | base64
+else
+  echo "@@marks missing"
 fi
 echo "@@end"

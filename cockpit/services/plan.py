@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.models.billing import billing_after
-from cockpit.models.gate import NotRunnable, TeardownStep, render_step
+from cockpit.models.gate import NotRunnable, TeardownStep, need_of, render_step
 from cockpit.models.profile import Profile, TeardownAction
 from cockpit.models.sweep import Instance
+from cockpit.models.text import visible
 from cockpit.services.verify import read_marker
 
 
@@ -46,7 +47,7 @@ def action_details(view: ActionView) -> list[tuple[str, str]]:
     """What to know before approving an action, as (label, text): what keeps billing, the
     exact command (or why it cannot run), the manual steps, the check after, the note."""
     action = view.action
-    out = [("billing after", view.billing)]
+    out = [("needs", need_of(action).value), ("billing after", view.billing)]
     if view.problem:
         out.append(("cannot run", view.problem))
     elif view.step is not None and view.step.argv is not None:
@@ -64,9 +65,10 @@ def lock_line(pull_dir: Path, instance: Instance) -> str:
     marker = read_marker(pull_dir / instance.name)
     if marker is None:
         return "LOCKED: not verified (run `cockpit verify` or the verify screen first)"
-    return (f"verified {marker.get('loaded')}/{marker.get('expected')} at {marker.get('verified_at_utc')}, "
-            f"manifest {str(marker.get('manifest_sha256'))[:16]}; the remote manifest is recomputed "
-            f"right before an irreversible action runs, and any change re-locks it")
+    return visible(f"verified {marker.get('loaded')}/{marker.get('expected')} at "
+                   f"{marker.get('verified_at_utc')}, manifest "
+                   f"{str(marker.get('manifest_sha256'))[:16]}; the remote state is recomputed "
+                   f"right before an action that needs evidence runs, and any change re-locks it")
 
 
 def plan_text(instance: Instance, profile: Profile, pull_dir: Path) -> str:
@@ -79,8 +81,6 @@ def plan_text(instance: Instance, profile: Profile, pull_dir: Path) -> str:
         lines.append(f"[{action.id}] {action.label} — {kind}, stops meter: {action.stops_meter}")
         lines.append(f"  {'keeps:':<14} {', '.join(action.keeps) or '-'}")
         lines.append(f"  {'destroys:':<14} {', '.join(action.destroys) or '-'}")
-        lines += [f"  {label + ':':<14} {value}" for label, value in action_details(view)]
-        if not action.reversible:
-            lines.append(f"  {'needs:':<14} N/N verified and fresh, then the instance name typed")
+        lines += [f"  {label + ':':<14} {visible(value)}" for label, value in action_details(view)]
         lines.append("")
     return "\n".join(lines)

@@ -23,7 +23,14 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from cockpit.models.custody import CellListing, FileEntry, Manifest
+from cockpit.models.custody import (
+    RUNBOOK_MANIFEST,
+    CellListing,
+    FileEntry,
+    Manifest,
+    cell_evidence,
+    plain_path,
+)
 from cockpit.services.remote import Box
 
 PART_SUFFIX = ".cockpit-part"
@@ -31,6 +38,8 @@ CHUNK = 8 << 20
 """Bytes asked per read: asyncssh splits it into pipelined SFTP requests."""
 PARALLEL_FILES = 4
 MANIFEST_TIMEOUT = 3600.0
+MAX_SIZE_DIGITS = 20
+"""A file size fits in 64 bits (20 digits); more is a garbled line, not a size to trust."""
 
 
 class ManifestError(Exception):
@@ -62,11 +71,17 @@ def _safe_rel(rel: str) -> bool:
 
 @dataclass(frozen=True)
 class RemoteState:
-    """A manifest plus the queue's FINISHED lines read in the same command."""
+    """A manifest (with each cell's queue-log evidence) read in one command."""
 
     manifest: Manifest
     hasher: str
-    finished_lines: tuple[str, ...]
+    mark_lines: tuple[str, ...]
+    """The queue log's STARTING/FINISHED lines, oldest first."""
+
+    @property
+    def finished_lines(self) -> tuple[str, ...]:
+        """The FINISHED marks alone."""
+        return tuple(line for line in self.mark_lines if "FINISHED" in line)
 
 
 def parse_manifest(instance: str, root: str, output: bytes) -> RemoteState:
@@ -78,6 +93,8 @@ def parse_manifest(instance: str, root: str, output: bytes) -> RemoteState:
     current: tuple[str, bool, list[FileEntry], list[str]] | None = None
     extras: list[str] = []
     marks: list[str] = []
+    marks_state = "none"
+    runbook: FileEntry | None = None
     section = ""
     ended = False
 
@@ -97,11 +114,18 @@ def parse_manifest(instance: str, root: str, output: bytes) -> RemoteState:
                 close_cell()
                 enc, _, state = arg.partition(" ")
                 current = (_b64(enc), state == "exists", [], [])
-            elif head in ("extra", "marks", "end"):
+            elif head in ("extra", "marks", "runbook", "end"):
                 close_cell()
                 current = None
                 if head == "extra":
                     extras.append(_b64(arg))
+                elif head == "marks":
+                    marks_state = arg or "found"
+                elif head == "runbook":
+                    size, _, sha = arg.partition(" ")
+                    if not size.isdigit() or len(size) > 20 or len(sha) != 64:
+                        raise ManifestError(f"garbled runbook manifest line: {line[:80]!r}")
+                    runbook = FileEntry("", RUNBOOK_MANIFEST, int(size), sha.lower())
                 ended = head == "end"
             continue
         if not line:
@@ -110,12 +134,16 @@ def parse_manifest(instance: str, root: str, output: bytes) -> RemoteState:
             marks.append(line)
         elif current is not None and line.startswith("F "):
             parts = line.split(" ")
-            if len(parts) != 4 or not parts[1].isdigit() or len(parts[2]) != 64:
+            if (len(parts) != 4 or not parts[1].isdigit() or len(parts[1]) > MAX_SIZE_DIGITS
+                    or len(parts[2]) != 64):
                 raise ManifestError(f"garbled file line: {line[:80]!r}")
             rel = _b64(parts[3])
             if not _safe_rel(rel):
                 raise ManifestError(f"unsafe path in manifest: {rel!r}")
-            current[2].append(FileEntry(current[0], rel, int(parts[1]), parts[2].lower()))
+            if plain_path(rel):
+                current[2].append(FileEntry(current[0], rel, int(parts[1]), parts[2].lower()))
+            else:  # never created locally: reported, and the cell cannot be OK
+                current[3].append(rel)
         elif current is not None and line.startswith("R "):
             current[3].append(_b64(line[2:]))
         else:
@@ -123,9 +151,17 @@ def parse_manifest(instance: str, root: str, output: bytes) -> RemoteState:
     if not ended:
         raise ManifestError("the manifest output was cut short (no @@end)")
     joined = "".join(marks)
-    finished = tuple(base64.b64decode(joined).decode("utf-8", errors="replace").splitlines()) \
-        if joined else ()
-    return RemoteState(Manifest(instance, root, tuple(cells), tuple(extras)), hasher, finished)
+    try:
+        lines_read = tuple(base64.b64decode(joined, validate=True).decode("utf-8", errors="replace")
+                           .splitlines()) if joined else ()
+    except (binascii.Error, ValueError) as exc:
+        raise ManifestError("garbled queue-log marks in the manifest output") from exc
+    names = [c.cell for c in cells]
+    evidence = cell_evidence(names, None if marks_state == "none" else lines_read,
+                             log_found=marks_state != "missing")
+    manifest = Manifest(instance, root, tuple(cells), tuple(extras),
+                        tuple(evidence.items()), runbook)
+    return RemoteState(manifest, hasher, lines_read)
 
 
 async def remote_manifest(box: Box, instance: str, root: str, queue_log: str | None,
@@ -180,8 +216,28 @@ class PullMismatch(Exception):
 
 
 def local_path(dest: Path, entry: FileEntry) -> Path:
-    """Where a manifest entry lands: `dest/<cell>/<relpath>`."""
+    """Where a manifest entry lands: `dest/<cell>/<relpath>` (`dest/<name>` for the runbook's
+    manifest at the durable root)."""
     return dest / entry.cell / Path(*PurePosixPath(entry.path).parts)
+
+
+class LocalLinkError(OSError):
+    """A symlink (or other non-folder) sits where the pull would write: never followed."""
+
+
+def refuse_links(dest: Path, final: Path) -> None:
+    """Refuse to write `final` through a symlink planted anywhere from `dest` down to it (or
+    in place of the part file): the pull only ever creates plain folders and files, so a
+    link there was put by someone else and would send the box's bytes elsewhere."""
+    folder = dest
+    for part in ("", *final.relative_to(dest).parts[:-1]):
+        folder = folder / part if part else folder
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            raise LocalLinkError(f"{folder} is a symlink or not a folder: the pull never "
+                                 f"follows one (remove it to pull here)")
+    for leaf in (final, part_path(final)):
+        if leaf.is_symlink():
+            raise LocalLinkError(f"{leaf} is a symlink: the pull never follows one")
 
 
 def part_path(final: Path) -> Path:
@@ -231,7 +287,9 @@ async def pull_file(box: Box, root: str, dest: Path, entry: FileEntry,
                     on_progress: Callable[[PullProgress], None] | None = None) -> FileOutcome:
     """Bring one file to `dest` under its final name, or leave a resumable part behind."""
     final = local_path(dest, entry)
+    refuse_links(dest, final)
     final.parent.mkdir(parents=True, exist_ok=True)
+    refuse_links(dest, final)
     # Hashing a large local file takes a while: off the event loop (plain file I/O, so a
     # thread is safe here; asyncssh is never touched from it).
     if final.is_file() and final.stat().st_size == entry.size and (
@@ -250,7 +308,7 @@ async def pull_file(box: Box, root: str, dest: Path, entry: FileEntry,
     digest = await asyncio.to_thread(_hash_prefix, part, offset)
     if progress is not None:
         progress.done += offset
-    remote = f"{root.rstrip('/')}/{entry.cell}/{entry.path}"
+    remote = "/".join(part for part in (root.rstrip("/"), entry.cell, entry.path) if part)
     moved = 0
     source = await box.open(remote)
     try:
@@ -310,15 +368,16 @@ class PullResult:
 
 
 async def pull(box: Box, manifest: Manifest, dest: Path, cells: Sequence[str] | None = None,
-               *, parallel: int = PARALLEL_FILES,
+               *, parallel: int = PARALLEL_FILES, extra: Sequence[FileEntry] = (),
                on_progress: Callable[[PullProgress], None] | None = None) -> PullResult:
     """Pull the listed cells' files (all by default) into `dest/<cell>/...`.
 
+    `extra`: more entries to bring (the runbook's PULL_MANIFEST.json at the durable root).
     `on_progress` is called after every block and every file (the UI throttles it).
     A transfer error is reported per file and leaves its part for the next attempt; nothing
     raises past here except cancellation.
     """
-    wanted = [f for f in manifest.files if cells is None or f.cell in cells]
+    wanted = [*extra, *(f for f in manifest.files if cells is None or f.cell in cells)]
     progress = PullProgress(sum(f.size for f in wanted), files_total=len(wanted))
     slots = asyncio.Semaphore(parallel)
     from cockpit.services.remote import TRANSFER_ERRORS
@@ -327,7 +386,7 @@ async def pull(box: Box, manifest: Manifest, dest: Path, cells: Sequence[str] | 
         async with slots:
             try:
                 outcome = await pull_file(box, manifest.root, dest, entry, progress, on_progress)
-            except PullMismatch as exc:
+            except (PullMismatch, LocalLinkError) as exc:
                 outcome = FileOutcome(entry, False, str(exc))
             except TRANSFER_ERRORS as exc:
                 outcome = FileOutcome(entry, False, f"transfer interrupted ({type(exc).__name__}: "

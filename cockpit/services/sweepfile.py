@@ -8,7 +8,7 @@ from pathlib import Path
 from cockpit.models.profile import Profile
 from cockpit.models.sweep import Sweep
 from cockpit.services.profiles import load_named
-from cockpit.services.yamlfile import ConfigError, Problem, load_validated
+from cockpit.services.yamlfile import ConfigError, Problem, duplicate_problems, load_validated
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,8 @@ def load_sweep(path: Path, profiles_dir: Path | None = None) -> LoadedSweep:
     sweep, loaded = load_validated(path, Sweep.model_validate, unique=(("instances",), "name"),
                                    not_mapping="a sweep file must be a mapping of keys")
     profiles: dict[str, Profile] = {}
-    problems: list[Problem] = []
+    # Two instances with one platform id would let one approval tear down the other's box.
+    problems: list[Problem] = duplicate_problems(loaded, ("instances",), "instance_id")
     failed: set[str] = set()
     for index, inst in enumerate(sweep.instances):
         if inst.profile in failed:

@@ -20,16 +20,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cockpit.models.custody import (
+    RUNBOOK_MANIFEST,
+    RUNBOOK_MARKER,
     CellStatus,
     CellVerdict,
+    FailureCause,
     Manifest,
+    Mark,
     RosterError,
     Verification,
     reconcile,
     roster,
+    runbook_problems,
 )
-from cockpit.models.queue import FINISH_RE, parse_queue_file
+from cockpit.models.queue import parse_queue_file
 from cockpit.models.sweep import Instance
+from cockpit.models.text import visible
 from cockpit.services.loadcheck import FileCheck, check_file, warm_worker
 from cockpit.services.pull import (
     PART_SUFFIX,
@@ -42,8 +48,16 @@ from cockpit.services.pull import (
 )
 from cockpit.services.remote import Box
 
-MARKER = "PULL_VERIFIED.json"
+MARKER_SUFFIX = ".cockpit-verified.json"
+"""The cockpit's receipt is `<pull_dir>/<instance>.cockpit-verified.json`, *beside* the pulled
+folder: the runbook's verify_local.py refuses any file in the folder that its manifest does
+not list, and writes its own PULL_VERIFIED.json there."""
 MARKER_SCHEMA = "cockpit/PULL-VERIFIED/v1"
+RUNBOOK_MARKER_SCHEMA = "remote-gpu-trainer/PULL-VERIFIED/v1"
+MAX_RUNBOOK_MANIFEST = 64 << 20
+"""The runbook's manifest is a few hundred bytes per file; more than this is not one."""
+LOG_TAIL_BYTES = 256 << 10
+"""How much of a failed cell's log is read to classify it: the end is where it died."""
 
 
 def make_pool(workers: int | None = None, *, quiet: bool = False) -> ProcessPoolExecutor:
@@ -89,25 +103,35 @@ async def read_roster(box: Box, instance: Instance) -> tuple[str, ...]:
         raise VerifyError(str(exc)) from None
 
 
-def box_exit_codes(finished_lines: tuple[str, ...]) -> dict[str, int]:
-    """The last FINISHED exit code of each cell in the queue log."""
-    codes: dict[str, int] = {}
-    for line in finished_lines:
-        match = FINISH_RE.search(line)
-        if match is not None:
-            codes[match["name"]] = int(match["rc"])
-    return codes
+def marker_path(dest: Path) -> Path:
+    """Where the cockpit's receipt for the folder `dest` lives (beside it, see MARKER_SUFFIX)."""
+    return dest.with_name(dest.name + MARKER_SUFFIX)
 
 
 def local_extras(dest: Path, cell: str, manifest: Manifest) -> list[str]:
-    """Files in the local cell folder that the manifest does not list (parts excluded)."""
+    """Entries in the local cell folder that the manifest does not list (parts excluded):
+    extra files, and any symlink or special file (never followed)."""
     folder = dest / cell
-    if not folder.is_dir():
-        return []
+    if folder.is_symlink() or not folder.is_dir():
+        return [] if not folder.is_symlink() else ["(the cell folder itself is a symlink)"]
     listing = manifest.cell(cell)
     known = {local_path(dest, f) for f in (listing.files if listing else ())}
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
-                  if p.is_file() and p not in known and not p.name.endswith(PART_SUFFIX))
+    extras = []
+    for top, dirs, files in os.walk(folder):  # followlinks=False: a linked folder is listed
+        here = Path(top)
+        for name in files + [d for d in dirs if (here / d).is_symlink()]:
+            path = here / name
+            if path in known and not path.is_symlink():
+                continue
+            if name.endswith(PART_SUFFIX) and not path.is_symlink():
+                continue
+            extras.append(str(path.relative_to(folder)))
+    return sorted(extras)
+
+
+def regular_file(path: Path) -> bool:
+    """A regular file that is not a symlink (a planted link is never hashed or loaded)."""
+    return not path.is_symlink() and path.is_file()
 
 
 async def check_files(paths: list[Path], pool: Executor) -> dict[Path, FileCheck]:
@@ -118,11 +142,20 @@ async def check_files(paths: list[Path], pool: Executor) -> dict[Path, FileCheck
 
 
 def result_cells(expected: tuple[str, ...], state: RemoteState, excluded: Mapping[str, str]) -> list[str]:
-    """The cells whose files are worth pulling and loading: not excluded, finished with exit 0
-    on the box (or not finished yet), and without a roster problem."""
-    problems = reconcile(expected, state.manifest)
-    exits = box_exit_codes(state.finished_lines)
-    return [c for c in expected if c not in excluded and not problems[c] and exits.get(c, 0) == 0]
+    """The cells whose files are worth pulling and loading: not excluded, not running (their
+    files are still being written), not failed on the box, and without a roster problem.
+    An unproven cell is pulled (its files are checked and kept) but cannot count."""
+    manifest = state.manifest
+    problems = reconcile(expected, manifest)
+    out = []
+    for cell in expected:
+        evidence = manifest.evidence_of(cell)
+        if cell in excluded or problems[cell] or evidence.mark is Mark.STARTED:
+            continue
+        if evidence.mark is Mark.FINISHED and evidence.exit_code != 0 and evidence.exit_code is not None:
+            continue
+        out.append(cell)
+    return out
 
 
 async def verify_pulled(
@@ -133,40 +166,93 @@ async def verify_pulled(
     pool: Executor,
     *,
     excluded: Mapping[str, str] | None = None,
-    causes: Mapping[str, str] | None = None,
+    causes: Mapping[str, FailureCause] | None = None,
+    queue_log: str | None = None,
 ) -> Verification:
-    """Verdict per expected cell from the local copies, the manifest and the box's exit codes.
+    """Verdict per expected cell from the queue log's evidence and the local copies.
 
-    `excluded`: cells the user removed from N (cell -> recorded reason). `causes`: the
-    classified failure of a cell, for the FAILED_ON_BOX reason.
+    A cell is OK only with a FINISHED exit=0 mark for its latest run *and* every file pulled,
+    hashed and loaded with content. `excluded`: cells the user removed from N (cell ->
+    recorded reason). `causes`: the classified failure of a cell that failed on the box.
     """
     excluded = excluded or {}
     causes = causes or {}
     manifest = state.manifest
     problems = reconcile(expected, manifest)
-    exits = box_exit_codes(state.finished_lines)
     wanted = set(result_cells(expected, state, excluded))
     to_check = [local_path(dest, f) for f in manifest.files if f.cell in wanted]
-    checks = await check_files([p for p in to_check if p.is_file()], pool)
+    checks = await check_files([p for p in to_check if regular_file(p)], pool)
     verdicts = []
     for name in expected:
+        evidence = manifest.evidence_of(name)
         if name in excluded:
-            verdicts.append(CellVerdict(name, CellStatus.EXCLUDED, (excluded[name],)))
+            verdicts.append(CellVerdict(name, CellStatus.EXCLUDED, (excluded[name],),
+                                        ended=evidence.ended, cause=causes.get(name)))
             continue
-        code = exits.get(name)
-        if code is not None and code != 0:
-            cause = causes.get(name, "")
+        if evidence.mark is Mark.STARTED:
+            verdicts.append(CellVerdict(name, CellStatus.RUNNING, (
+                f"started, no FINISHED mark yet: still running, or died without one "
+                f"({visible(evidence.line[:160])})",)))
+            continue
+        if evidence.ended and evidence.exit_code not in (0, None):
+            cause = causes.get(name)
+            detail = f", {cause.text}" if cause else ""
             verdicts.append(CellVerdict(name, CellStatus.FAILED_ON_BOX, (
-                f"failed on the box (exit={code}{', ' + cause if cause else ''}); its files are "
-                f"not a finished result",)))
+                f"failed on the box (exit={evidence.exit_code}{visible(detail)}); its files are not "
+                f"a finished result",), ended=True, cause=cause))
             continue
-        if problems[name]:
-            verdicts.append(CellVerdict(name, CellStatus.ERROR, tuple(problems[name])))
-            continue
-        verdicts.append(_cell_verdict(name, manifest, dest, checks))
+        file_problems = list(problems[name])
+        if not file_problems and name in wanted:
+            file_verdict = _cell_verdict(name, manifest, dest, checks)
+            file_problems = list(file_verdict.reasons)
+        else:
+            file_verdict = None
+        if not evidence.proven_ok:
+            verdicts.append(CellVerdict(name, CellStatus.UNPROVEN,
+                                        (evidence.why_unproven(queue_log), *file_problems),
+                                        metric=file_verdict.metric if file_verdict else "",
+                                        ended=evidence.ended))
+        elif file_problems or file_verdict is None:
+            verdicts.append(CellVerdict(name, CellStatus.ERROR, tuple(file_problems), ended=True))
+        else:
+            verdicts.append(CellVerdict(name, file_verdict.status, file_verdict.reasons,
+                                        file_verdict.bytes, file_verdict.metric, ended=True))
     pulled = sum(v.bytes for v in verdicts if v.status is CellStatus.OK)
+    blockers = tuple(runbook_check(dest, manifest, expected))
     return Verification(instance, manifest.digest, tuple(verdicts), pulled, time.time(),
-                        manifest.extras)
+                        manifest.extras, blockers)
+
+
+def runbook_check(dest: Path, manifest: Manifest, expected: tuple[str, ...]) -> list[str]:
+    """Cross-check the runbook's PULL_MANIFEST.json (pulled to `dest`) with our manifest."""
+    entry = manifest.runbook_manifest
+    if entry is None:
+        return []
+    path = dest / RUNBOOK_MANIFEST
+    if not regular_file(path) or path.stat().st_size != entry.size:
+        return [f"the box has the runbook's {RUNBOOK_MANIFEST}, but it was not pulled"]
+    if entry.size > MAX_RUNBOOK_MANIFEST:
+        return [f"{RUNBOOK_MANIFEST} is {entry.size} bytes: too large to be a manifest"]
+    try:
+        doc = json.loads(path.read_bytes())
+    except (ValueError, RecursionError) as exc:
+        return [f"{RUNBOOK_MANIFEST} is not valid JSON ({visible(str(exc))[:120]})"]
+    return runbook_problems(doc, manifest, expected)
+
+
+def runbook_marker(dest: Path) -> str | None:
+    """The runbook's own PULL_VERIFIED.json in `dest`, described (shown, never trusted)."""
+    path = dest / RUNBOOK_MARKER
+    if not regular_file(path):
+        return None
+    try:
+        doc = json.loads(path.read_bytes()[:1 << 20])
+    except (ValueError, RecursionError):
+        return f"{RUNBOOK_MARKER} present but unreadable (not trusted)"
+    when = doc.get("verified_at_utc") if isinstance(doc, dict) else None
+    return (f"{RUNBOOK_MARKER} from the runbook's verify_local.py present"
+            f"{' (' + visible(str(when))[:40] + ')' if when else ''}: shown, not trusted — the "
+            f"cockpit verifies by itself")
 
 
 def _cell_verdict(name: str, manifest: Manifest, dest: Path, checks: dict[Path, FileCheck]) -> CellVerdict:
@@ -178,27 +264,33 @@ def _cell_verdict(name: str, manifest: Manifest, dest: Path, checks: dict[Path, 
     for entry in listing.files:
         path = local_path(dest, entry)
         check = checks.get(path)
+        shown = visible(entry.path)
         if check is None:
-            reasons.append(f"{entry.path}: not pulled")
+            reasons.append(f"{shown}: not pulled")
             continue
         if check.size != entry.size:
-            reasons.append(f"{entry.path}: {check.size} bytes, the manifest says {entry.size}")
+            reasons.append(f"{shown}: {check.size} bytes, the manifest says {entry.size}")
         elif check.sha256 != entry.sha256:
-            reasons.append(f"{entry.path}: SHA-256 differs from the manifest")
+            reasons.append(f"{shown}: SHA-256 differs from the manifest")
         elif check.loaded is False:
-            reasons.append(f"{entry.path}: {check.reason}")
+            reasons.append(f"{shown}: {visible(check.reason)}")
         total += max(check.size, 0)
         if check.metric:
-            metric = check.metric
-    reasons += [f"{extra}: unexpected local file (not in the manifest)"
+            metric = visible(check.metric)
+    reasons += [f"{visible(extra)}: unexpected local file (not in the manifest)"
                 for extra in local_extras(dest, name, manifest)]
     status = CellStatus.ERROR if reasons else CellStatus.OK
     return CellVerdict(name, status, tuple(reasons), total, metric)
 
 
 def write_marker(folder: Path, verification: Verification, sweep: str) -> Path | None:
-    """Write PULL_VERIFIED.json atomically when N/N; otherwise remove a stale one (it would lie)."""
-    marker = folder / MARKER
+    """Write the cockpit's receipt atomically when N/N; otherwise remove a stale one (it
+    would lie). It lives beside `folder` (see MARKER_SUFFIX); a receipt of ours left inside
+    the folder by an older cockpit is removed, so the runbook's verify_local.py can pass."""
+    marker = marker_path(folder)
+    legacy = folder / RUNBOOK_MARKER
+    if regular_file(legacy) and _our_schema(legacy):
+        legacy.unlink()
     if not verification.complete:
         marker.unlink(missing_ok=True)
         return None
@@ -215,25 +307,71 @@ def write_marker(folder: Path, verification: Verification, sweep: str) -> Path |
                   for v in verification.verdicts if v.status is CellStatus.OK],
         "bytes": verification.bytes_pulled,
     }
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{MARKER}.tmp"
-    with tmp.open("w", encoding="utf-8") as handle:
-        json.dump(doc, handle, indent=2, ensure_ascii=False)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, marker)
+    # ASCII-escaped: a lone surrogate in a metric string can never make the write fail halfway.
+    text = json.dumps(doc, indent=2, ensure_ascii=True) + "\n"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    tmp = marker.with_name(f".{marker.name}.tmp")
+    try:
+        with tmp.open("w", encoding="ascii") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, marker)
+    finally:
+        tmp.unlink(missing_ok=True)
     return marker
 
 
-def read_marker(folder: Path) -> dict[str, object] | None:
-    """The last PULL_VERIFIED.json of an instance, if any."""
-    marker = folder / MARKER
+def _our_schema(path: Path) -> bool:
     try:
-        doc = json.loads(marker.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        doc = json.loads(path.read_bytes()[:1 << 20])
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and doc.get("schema") == MARKER_SCHEMA
+
+
+def read_marker(folder: Path) -> dict[str, object] | None:
+    """The cockpit's last receipt for the pulled folder `folder`, if any."""
+    marker = marker_path(folder)
+    try:
+        doc = json.loads(marker.read_bytes()[:1 << 20])
+    except (OSError, ValueError, RecursionError):
         return None
     return doc if isinstance(doc, dict) and doc.get("schema") == MARKER_SCHEMA else None
+
+
+async def classify_failed(box: Box, instance: Instance, codes: Mapping[str, int]) -> dict[str, FailureCause]:
+    """The classified cause of each cell that failed on the box, from the tail of its log
+    (`run_logs/<cell>.log`, else the durable copy `<durable_root>/<cell>/<cell>.log`); a cell
+    whose log says nothing is named by its exit code's rule, if any."""
+    from cockpit.models.classify import classify_bytes
+    from cockpit.services.rulebook import load_rulebook
+    from cockpit.services.yamlfile import ConfigError
+
+    try:
+        rulebook = load_rulebook()
+    except ConfigError:  # a broken user rule file is reported by `classify`; ship's rules here
+        rulebook = load_rulebook(user=False)
+    script = 'for p in "$@"; do if [ -f "$p" ]; then tail -c "$0" -- "$p"; exit 0; fi; done; exit 3'
+    causes: dict[str, FailureCause] = {}
+    for cell, code in codes.items():
+        paths = [f"{base.rstrip('/')}/{suffix}" for base, suffix in (
+            (instance.run_logs, f"{cell}.log"), (instance.durable_root, f"{cell}/{cell}.log")) if base]
+        findings = []
+        try:
+            result = await box.run(["/bin/sh", "-c", script, str(LOG_TAIL_BYTES), *paths], 60)
+            if result.status == 0:
+                findings = classify_bytes(rulebook, [result.stdout[-LOG_TAIL_BYTES:]])
+        except Exception:  # no log is no finding; the exit code still speaks
+            findings = []
+        severe = [f for f in findings if f.rule.severe] or findings
+        if severe:
+            found = severe[-1]
+            causes[cell] = FailureCause(found.rule.id, found.rule.klass, found.rule.spec.title,
+                                        visible(found.excerpt)[:300])
+        elif (rule := rulebook.for_exit(code)) is not None:
+            causes[cell] = FailureCause(rule.id, rule.klass, rule.spec.title, f"exit={code}")
+    return causes
 
 
 @dataclass
@@ -246,6 +384,8 @@ class VerifyReport:
     pull: PullResult | None = None
     verification: Verification | None = None
     marker: Path | None = None
+    runbook_marker: str | None = None
+    """The runbook's own PULL_VERIFIED.json, described when present (never trusted)."""
     error: str = ""
     stages: list[str] = field(default_factory=list)
 
@@ -258,7 +398,7 @@ async def run_verification(
     pool: Executor,
     *,
     excluded: Mapping[str, str] | None = None,
-    causes: Mapping[str, str] | None = None,
+    causes: Mapping[str, FailureCause] | None = None,
     on_stage: Callable[[str], None] | None = None,
     on_progress: Callable[[PullProgress], None] | None = None,
 ) -> VerifyReport:
@@ -291,13 +431,24 @@ async def run_verification(
         report.error = f"{instance.name}: the box did not answer in time"
         return report
     state = report.state
+    manifest = state.manifest
     pullable = result_cells(report.expected, state, excluded or {})
-    stage(f"pulling {len(pullable)} cell(s), {state.manifest.total_bytes} bytes listed")
-    report.pull = await pull(box, state.manifest, dest, pullable, on_progress=on_progress)
+    runbook = (manifest.runbook_manifest,) if manifest.runbook_manifest else ()
+    stage(f"pulling {len(pullable)} cell(s), {manifest.total_bytes} bytes listed")
+    report.pull = await pull(box, manifest, dest, pullable, extra=runbook, on_progress=on_progress)
+    failed = {c: e.exit_code for c in report.expected
+              if (e := manifest.evidence_of(c)).ended and e.exit_code not in (0, None)}
+    known = dict(causes or {})
+    missing = {c: code for c, code in failed.items() if c not in known and code is not None}
+    if missing:
+        stage(f"classifying {len(missing)} failed cell(s) from their logs")
+        known.update(await classify_failed(box, instance, missing))
     stage("hashing and loading the local copies")
     report.verification = await verify_pulled(instance.name, report.expected, state, dest, pool,
-                                              excluded=excluded, causes=causes)
+                                              excluded=excluded, causes=known,
+                                              queue_log=instance.queue_log)
     report.marker = write_marker(dest, report.verification, sweep)
+    report.runbook_marker = runbook_marker(dest)
     stage(report.verification.summary)
     return report
 
@@ -319,8 +470,17 @@ async def open_box(instance: Instance, target_for: Callable[[Instance], object])
     return SshBox(await ssh.connect(target), owns=True)
 
 
+def _cell_json(c: CellVerdict) -> dict[str, object]:
+    cause = c.cause
+    return {"cell": c.cell, "status": c.status.value, "reasons": list(c.reasons),
+            "metric": c.metric or None, "bytes": c.bytes, "ended": c.ended,
+            "rule": cause.rule if cause else None, "class": cause.klass if cause else None,
+            "title": cause.title if cause else None, "excerpt": cause.excerpt if cause else None}
+
+
 def report_json(report: VerifyReport) -> dict[str, object]:
-    """One instance's report as JSON (for `cockpit verify --json`)."""
+    """One instance's report as JSON (for `cockpit verify --json`): each failed cell carries
+    its classified rule id, class and excerpt."""
     v = report.verification
     return {
         "instance": report.instance,
@@ -331,30 +491,39 @@ def report_json(report: VerifyReport) -> dict[str, object]:
         "manifest_sha256": v.manifest_digest if v else None,
         "bytes": v.bytes_pulled if v else 0,
         "marker": str(report.marker) if report.marker else None,
+        "runbook_marker": report.runbook_marker,
+        "blockers": list(v.blockers) if v else [],
         "extras": list(v.extras) if v else [],
         "pull_failures": [f"{o.entry.cell}/{o.entry.path}: {o.detail}"
                           for o in (report.pull.failures if report.pull else ())],
-        "cells": [{"cell": c.cell, "status": c.status.value, "reasons": list(c.reasons),
-                   "metric": c.metric or None, "bytes": c.bytes} for c in (v.verdicts if v else ())],
+        "cells": [_cell_json(c) for c in (v.verdicts if v else ())],
     }
 
 
 def report_text(report: VerifyReport) -> str:
-    """One instance's report for a terminal."""
-    lines = [f"== {report.instance}"]
+    """One instance's report for a terminal (every remote string made visible, never obeyed)."""
+    lines = [f"== {visible(report.instance)}"]
     if report.error:
-        return "\n".join([*lines, f"ERROR {report.error}", "NOT VERIFIED", ""])
+        return "\n".join([*lines, f"ERROR {visible(report.error)}", "NOT VERIFIED", ""])
     v = report.verification
     assert v is not None
     for verdict in v.verdicts:
+        cell = visible(verdict.cell)
         if verdict.status is CellStatus.OK:
-            lines.append(f"OK      {verdict.cell}  {verdict.metric}  ({verdict.bytes} bytes)")
+            lines.append(f"OK        {cell}  {visible(verdict.metric)}  ({verdict.bytes} bytes)")
         else:
-            lines.append(f"{verdict.status.value.upper():<7} {verdict.cell}: {verdict.reason}")
+            lines.append(f"{verdict.status.value.upper():<9} {cell}: {visible(verdict.reason)}")
+            if verdict.cause is not None and verdict.cause.excerpt:
+                lines.append(f"          {visible(verdict.cause.excerpt)}")
     for extra in v.extras:
-        lines.append(f"NOTE    unexpected extra directory on the box: {extra}/")
+        lines.append(f"NOTE      unexpected extra directory on the box: {visible(extra)}/")
+    for blocker in v.blockers:
+        lines.append(f"BLOCKED   {visible(blocker)}")
+    if report.runbook_marker:
+        lines.append(f"NOTE      {visible(report.runbook_marker)}")
     for outcome in report.pull.failures if report.pull else ():
-        lines.append(f"PULL    {outcome.entry.cell}/{outcome.entry.path}: {outcome.detail}")
+        lines.append(f"PULL      {visible(outcome.entry.cell)}/{visible(outcome.entry.path)}: "
+                     f"{visible(outcome.detail)}")
     lines.append(f"{v.summary}, {v.bytes_pulled} bytes, manifest {v.manifest_digest[:16]}")
     lines.append(f"PULL VERIFIED: {report.marker}" if report.marker else "NOT VERIFIED")
     return "\n".join([*lines, ""])

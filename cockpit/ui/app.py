@@ -19,14 +19,17 @@ from typing import Any, ClassVar
 from textual import work
 from textual.app import App
 from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 
 from cockpit.models.alerts import Alert, AlertLatch, material
+from cockpit.models.custody import FailureCause
 from cockpit.models.events import FleetEvent, HostStateChanged
 from cockpit.models.gate import ApprovedPlan, GateError
 from cockpit.models.hostview import HostTracker
 from cockpit.models.rules import Rulebook
 from cockpit.models.snapshot import Reachability
+from cockpit.models.text import visible
 from cockpit.services import ssh
 from cockpit.services.acks import AckStore
 from cockpit.services.custody import Custody
@@ -130,6 +133,17 @@ class CockpitApp(App[int]):
 
     def _first_frame(self) -> None:
         self.first_frame_at = time.perf_counter()
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every toast is shown literally, whoever raises it (screens' `notify` lands here).
+
+        Toasts carry instance and cell names, alert texts and exception messages from a box;
+        Textual would parse them as markup (`markup` is accepted for the signature and
+        ignored), so a hostile name could crash the app or become an action.
+        """
+        super().notify(visible(message, one_line=False), title=visible(title),
+                       severity=severity, timeout=timeout, markup=False)
 
     # -- fleet events ------------------------------------------------------------------------
     @work(exclusive=True, group="fleet", exit_on_error=False)
@@ -352,13 +366,13 @@ class CockpitApp(App[int]):
         """Push the verify screen of `name`."""
         self.push_screen(VerifyScreen(name))
 
-    def cause_of(self, name: str, cell: str) -> str:
-        """The classified failure of a cell, `CUDA out of memory (PyTorch allocator) [M2]`."""
+    def cause_of(self, name: str, cell: str) -> FailureCause | None:
+        """The classified failure of a cell as the live failure log saw it (rule, class, line)."""
         events = self.trackers[name].failures.for_cell(cell)
         event = min(events, key=lambda e: (not e.severe, e.first_at)) if events else None
         if event is None:
-            return ""
-        return f"{event.title} [{event.rule_id}]" if event.rule_id else event.title
+            return None
+        return FailureCause(event.rule_id, event.klass, event.title, event.message)
 
     def start_verify(self, name: str) -> None:
         """Pull and verify `name` in an async worker (loading happens in worker processes)."""
@@ -366,7 +380,8 @@ class CockpitApp(App[int]):
             self._pool = make_pool(quiet=True)
         pool = self._pool
         tracker = self.trackers[name]
-        causes = {cell: self.cause_of(name, cell) for cell in {e.cell for e in tracker.failures.events}}
+        causes = {cell: cause for cell in {e.cell for e in tracker.failures.events}
+                  if (cause := self.cause_of(name, cell)) is not None}
         self.run_worker(self.custody_of(name).verify(pool, causes), group=f"verify-{name}",
                         exclusive=True, exit_on_error=False)
 

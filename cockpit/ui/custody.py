@@ -17,9 +17,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from cockpit.models.custody import CellStatus
+from cockpit.models.custody import EXCLUDABLE, CellStatus
 from cockpit.models.durations import format_bytes, format_duration
 from cockpit.models.gate import GateError, GateState
+from cockpit.models.text import remote_text, visible
 from cockpit.services.custody import Custody
 from cockpit.services.plan import ActionView, action_details, plan_actions
 from cockpit.ui.base import CockpitScreen
@@ -98,7 +99,7 @@ class _CustodyScreen(CockpitScreen):
                  GateState.LOCKED: palette.bad, GateState.FAILED: palette.bad}.get(gate.state, palette.warn)
         text = Text("gate: ")
         text.append(gate.state.value.upper(), style=f"bold {style}")
-        text.append(f"  {gate.reason}")
+        text.append(f"  {visible(gate.reason)}")
         return text
 
 
@@ -108,7 +109,7 @@ class VerifyScreen(_CustodyScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
         Binding("p", "verify", "Pull & verify"),
-        Binding("x", "exclude", "Exclude failed cell"),
+        Binding("x", "exclude", "Exclude unfinished cell"),
         Binding("t", "teardown", "Teardown"),
     ]
 
@@ -134,10 +135,10 @@ class VerifyScreen(_CustodyScreen):
         palette = self.cockpit.palette
         report = custody.report
         head = Text(f"Verify {self.instance}", style="bold")
-        head.append(f"  → {custody.dest}\n")
+        head.append(f"  → {visible(str(custody.dest))}\n")
         head.append_text(self.gate_line())
         if custody.busy or custody.stage:
-            head.append(f"\n{'working: ' if custody.busy else ''}{custody.stage}")
+            head.append(f"\n{'working: ' if custody.busy else ''}{visible(custody.stage)}")
         progress = custody.progress
         if progress is not None and progress.total:
             eta = progress.eta_s
@@ -150,7 +151,7 @@ class VerifyScreen(_CustodyScreen):
         foot = Text()
         verification = report.verification if report else None
         if report is not None and report.error:
-            foot.append(f"ERROR {report.error}", style=f"bold {palette.bad}")
+            foot.append(f"ERROR {visible(report.error)}", style=f"bold {palette.bad}")
         elif verification is None:
             foot.append("press p to read the roster, hash the cells on the box, pull and verify",
                         style=palette.muted)
@@ -159,21 +160,28 @@ class VerifyScreen(_CustodyScreen):
             foot.append(f"{verification.summary}", style=f"bold {colour}")
             foot.append(f"  {format_bytes(verification.bytes_pulled)} verified, manifest "
                         f"{verification.manifest_digest[:16]}")
-            foot.append(f"\nPULL_VERIFIED.json: {report.marker}" if report and report.marker else
-                        "\nno PULL_VERIFIED.json (written only at N/N)")
+            foot.append(f"\nreceipt: {visible(str(report.marker))}" if report and report.marker else
+                        "\nno receipt (written only at N/N)")
+            for blocker in verification.blockers:
+                foot.append(f"\nblocked: {visible(blocker)}", style=palette.bad)
+            if report is not None and report.runbook_marker:
+                foot.append(f"\nnote: {visible(report.runbook_marker)}", style=palette.muted)
             for extra in verification.extras:
-                foot.append(f"\nnote: unexpected extra directory on the box: {extra}/",
+                foot.append(f"\nnote: unexpected extra directory on the box: {visible(extra)}/",
                             style=palette.warn)
             for outcome in report.pull.failures if report and report.pull else ():
-                foot.append(f"\npull: {outcome.entry.cell}/{outcome.entry.path}: {outcome.detail}",
-                            style=palette.bad)
+                foot.append(f"\npull: {visible(outcome.entry.cell)}/{visible(outcome.entry.path)}: "
+                            f"{visible(outcome.detail)}", style=palette.bad)
             style = {CellStatus.OK: palette.ok, CellStatus.ERROR: palette.bad,
-                     CellStatus.FAILED_ON_BOX: palette.bad, CellStatus.EXCLUDED: palette.muted}
+                     CellStatus.FAILED_ON_BOX: palette.bad, CellStatus.EXCLUDED: palette.muted,
+                     CellStatus.RUNNING: palette.warn, CellStatus.UNPROVEN: palette.warn}
             for verdict in verification.verdicts:
                 row: tuple[Text | str, ...] = (
-                    verdict.cell, Text(verdict.status.value.upper(), style=style[verdict.status]),
-                    verdict.metric or "-", format_bytes(verdict.bytes) if verdict.bytes else "-",
-                    verdict.reason or "")
+                    remote_text(verdict.cell),
+                    Text(verdict.status.value.upper(), style=style[verdict.status]),
+                    remote_text(verdict.metric or "-"),
+                    format_bytes(verdict.bytes) if verdict.bytes else "-",
+                    remote_text(verdict.reason or ""))
                 upsert_row(table, verdict.cell, VERIFY_COLUMNS, row)
         self.query_one("#verify-foot", Static).update(foot)
 
@@ -197,27 +205,30 @@ class VerifyScreen(_CustodyScreen):
             return
         cell = str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
         verdict = next(v for v in report.verification.verdicts if v.cell == cell)
-        if verdict.status is not CellStatus.FAILED_ON_BOX:
-            self.notify(f"{cell} did not fail on the box: only such a cell can be excluded",
-                        severity="warning", timeout=4)
+        shown = visible(cell)
+        if verdict.status not in EXCLUDABLE:
+            self.notify(f"{shown} is {verdict.status.value}: only a cell without a finished result "
+                        f"(failed on the box, unproven or running) can be excluded",
+                        severity="warning", timeout=4, markup=False)
             return
-        cause = self.cockpit.cause_of(self.instance, cell)
-        body = Text(f"{cell} failed on the box: {cause or verdict.reason}\n\n"
-                    f"Excluding it removes it from N, so the instance can reach N/N without it. "
-                    f"The exclusion and the failure are written to the audit log and shown on "
-                    f"the teardown screen. Its files are not pulled.")
+        cause = verdict.cause or self.cockpit.cause_of(self.instance, cell)
+        body = Text(f"{shown} is {verdict.status.value}: "
+                    f"{visible(cause.text if cause else verdict.reason)}\n\n"
+                    f"Excluding it removes it from N, so the instance can reach N/N without it: a "
+                    f"teardown may then destroy whatever it left on the box. The exclusion and its "
+                    f"reason are written to the audit log and shown on the teardown screen.")
 
         def done(typed: str | None) -> None:
             if typed is None:
                 return
             try:
-                self.custody.exclude(cell, typed, cause)
+                self.custody.exclude(cell, typed, cause.text if cause else "")
             except GateError as exc:
-                self.notify(str(exc), severity="error", timeout=5)
+                self.notify(str(exc), severity="error", timeout=5, markup=False)
                 return
-            self.notify(f"{cell} excluded and recorded", timeout=3)
+            self.notify(f"{shown} excluded and recorded", timeout=3, markup=False)
 
-        self.cockpit.push_screen(ConfirmByTyping(f"Exclude {cell} from N?", body, cell), done)
+        self.cockpit.push_screen(ConfirmByTyping(f"Exclude {shown} from N?", body, cell), done)
 
 
 class TeardownScreen(_CustodyScreen):
@@ -264,9 +275,10 @@ class TeardownScreen(_CustodyScreen):
         head = Text(f"Teardown {self.instance}", style="bold")
         head.append(f"  {custody.profile.display_name}\n")
         head.append_text(self.gate_line())
-        verification = custody.gate.verification
+        verification = custody.gate.latest
         for verdict in verification.excluded if verification else ():
-            head.append(f"\nexcluded from N: {verdict.cell}: {verdict.reason}", style=palette.warn)
+            head.append(f"\nexcluded from N: {visible(verdict.cell)}: {visible(verdict.reason)}",
+                        style=palette.warn)
         self.query_one("#teardown-head", Static).update(head)
         table = self.query_one("#teardown-table", DataTable)
         for view in self.views:
@@ -276,11 +288,12 @@ class TeardownScreen(_CustodyScreen):
                 action.label,
                 Text("reversible", style=palette.ok) if action.reversible else
                 Text("IRREVERSIBLE", style=f"bold {palette.bad}"),
-                Text("open", style=palette.ok) if allowed else Text(f"locked: {why}"[:48], style=palette.bad),
+                Text("open", style=palette.ok) if allowed else Text(visible(why)[:48], style=palette.bad),
                 action.stops_meter, ", ".join(action.keeps) or "-", ", ".join(action.destroys) or "-")
             upsert_row(table, action.id, ACTION_COLUMNS, row)
         self._detail()
-        self.query_one("#teardown-output", Static).update(Text("".join(custody.output[-12:])))
+        self.query_one("#teardown-output", Static).update(
+            remote_text("".join(custody.output[-12:])[-4000:], one_line=False))
 
     def _detail(self) -> None:
         view = self.selected()
@@ -291,7 +304,7 @@ class TeardownScreen(_CustodyScreen):
         text.append(f"  [{action.id}]\n")
         for label, value in action_details(view):
             text.append(f"{label}: ")
-            text.append(f"{value}\n", style="bold" if label == "command" else "")
+            text.append(f"{visible(value)}\n", style="bold" if label == "command" else "")
         self.query_one("#teardown-detail", Static).update(text)
 
     @on(DataTable.RowHighlighted, "#teardown-table")
@@ -314,31 +327,33 @@ class TeardownScreen(_CustodyScreen):
         step = view.step
         allowed, why = custody.gate.can_approve(step)
         if not allowed:
-            self.notify(f"{view.action.label}: {why}", severity="error", timeout=5)
+            custody.refused_key(step, why)
+            self.notify(f"{view.action.label}: {why}", severity="error", timeout=5, markup=False)
             return
         manual = step.argv is None
         body = Text()
         body.append(f"{view.action.label} on {self.instance}: "
                     f"{'IRREVERSIBLE' if step.irreversible else 'reversible'}\n", style="bold")
         body.append(f"destroys: {', '.join(view.action.destroys) or '-'}\n"
-                    f"keeps: {', '.join(view.action.keeps) or '-'}\nbilling after: {view.billing}\n")
+                    f"keeps: {', '.join(view.action.keeps) or '-'}\nbilling after: {view.billing}\n"
+                    f"needs: {step.need.value}\n")
         if manual:
             body.append("\nDo this yourself in the platform's console:\n")
             for line in step.manual_steps:
                 body.append(f"  • {line}\n")
             body.append("\nType the instance name once it is DONE, to record it as done by hand.")
         else:
-            body.append(f"\nwill run: {step.command_text}\n")
-            if step.irreversible:
-                body.append("The remote manifest is recomputed first; any change re-locks.\n")
+            body.append(f"\nwill run: {visible(step.command_text)}\n")
+            if step.need.name != "NAME":
+                body.append("The remote state is recomputed first; any change re-locks.\n")
 
         def approved(typed: str | None) -> None:
             if typed is None:
                 return
             try:
-                plan = custody.gate.approve(step, typed)
+                plan = custody.approve(step, typed)
             except GateError as exc:
-                self.notify(str(exc), severity="error", timeout=5)
+                self.notify(str(exc), severity="error", timeout=5, markup=False)
                 return
             self.cockpit.start_teardown(self.instance, plan)
 
