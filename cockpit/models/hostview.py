@@ -9,6 +9,7 @@ alerts. It is pure (no I/O, no Textual), so the TUI, tests and benchmarks share 
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from cockpit.models.queue import (
     QueueLog,
     QueueView,
     RunProgress,
+    bounded_int,
     build_view,
     parse_queue_file,
 )
@@ -34,7 +36,12 @@ from cockpit.models.rules import Rulebook
 from cockpit.models.slurm import TaskState, slurm_view
 from cockpit.models.snapshot import NA, HostSnapshot, HostState, Mount, Reachability
 from cockpit.models.sweep import Instance, moment_epoch
+from cockpit.models.text import visible
 
+MAX_BAD_REASON = 160
+"""Characters of a bad record's reason kept for the box's screen and `status --json`."""
+MAX_KERNEL_SEEN = 4096
+"""Distinct kernel lines remembered so a Xid line is reported once (dmesg keeps ~1 MiB)."""
 HISTORY_POINTS = 240
 """Points kept per series: 8 minutes at the 2 s default, enough for a sparkline and a trend."""
 TREND_WINDOW_S = 600.0
@@ -165,21 +172,49 @@ class HostTracker:
         """Array-task states of a Slurm instance (from squeue/sacct), when it has a job."""
         self.version = 0
         """Bumped on every absorbed event, so views redraw only what changed."""
+        self.absorb_failures = 0
+        """Records this tracker could not absorb (an error in the model, not in the parser)."""
+        self._bad_reason = ""
 
     # -- input --------------------------------------------------------------------------
     def absorb_state(self, state: HostState) -> None:
         """A connection state change."""
+        if state.bad_records != self.state.bad_records and state.bad_reason:
+            self._bad_reason = state.bad_reason
         self.state = state
         self.version += 1
 
+    @property
+    def bad_records(self) -> int:
+        """Records from this box that could not be parsed or absorbed, this session."""
+        return self.state.bad_records + self.absorb_failures
+
+    @property
+    def bad_reason(self) -> str:
+        """Why the latest bad record was bad ("" when there was none)."""
+        return self._bad_reason or self.state.bad_reason
+
     def absorb(self, snap: HostSnapshot) -> None:
-        """A probe record: histories, queue, logs, failures."""
+        """A probe record: histories, queue, logs, failures.
+
+        Isolated: a record that makes the model fail is counted and named (`bad_records`,
+        `bad_reason`) and the box goes on being watched with its next record."""
+        try:
+            self._absorb(snap)
+        except Exception as exc:  # one bad record must not stop the watcher
+            self.absorb_failures += 1
+            self._bad_reason = visible(f"{type(exc).__name__}: {exc}"[:MAX_BAD_REASON])
+            self.version += 1
+
+    def _absorb(self, snap: HostSnapshot) -> None:
         self.snapshot = snap
         self.version += 1
         at = snap.observed_at
         if self.state.reachability is not Reachability.CONNECTED:
             # A record is proof the box answered, whatever state event is still on its way.
-            self.state = HostState(self.instance.name, Reachability.CONNECTED, at)
+            self.state = dataclasses.replace(
+                self.state, reachability=Reachability.CONNECTED, since=at, detail="",
+                host_key=None, attempts=0)
         self._evidence(snap)
         for gpu in snap.gpu.gpus:
             self.gpu_util.setdefault(gpu.index, Series()).add(at, gpu.util_pct)
@@ -210,6 +245,26 @@ class HostTracker:
                 self._master_lines(lines, snap)
             else:
                 self._run_lines(_cell_name(chunk.path), lines)
+        self._forget_gone(snap)
+
+    def _forget_gone(self, snap: HostSnapshot) -> None:
+        """Drop per-log state of logs the box no longer lists.
+
+        Log names that change on every tick grew this state by ~90 MB a minute, never
+        freed; only logs that are present (plus the master log) keep a splitter, a decoder
+        and a classifier, and only cells the queue knows or a present log names keep progress.
+        """
+        present = {stat.path for stat in snap.queue.run_logs}
+        present.update(chunk.path for chunk in snap.log_chunks)
+        if self.instance.queue_log:
+            present.add(self.instance.queue_log)
+        for table in (self._splitters, self._decoders, self._classifiers):
+            for path in [p for p in table if p not in present]:
+                del table[path]
+        cells = {_cell_name(p) for p in present} | {ln.name for ln in self.queue_lines}
+        cells.update(self.queue_log.started)
+        for cell in [c for c in self.progress if c not in cells]:
+            del self.progress[cell]
 
     def _evidence(self, snap: HostSnapshot) -> None:
         """Counters and process facts the health judgements compare across records."""
@@ -230,6 +285,8 @@ class HostTracker:
             for line in snap.kernel_lines:
                 if line in self._kernel_seen:
                     continue
+                if len(self._kernel_seen) >= MAX_KERNEL_SEEN:
+                    self._kernel_seen.clear()
                 self._kernel_seen.add(line)
                 rule = self.rulebook.match_line(line.encode())
                 if rule is not None and rule.klass == "hardware":
@@ -253,7 +310,9 @@ class HostTracker:
         prog = self.progress.setdefault(cell, RunProgress())
         for line in lines:
             for match in EPOCH_RE.finditer(line):
-                prog.epoch, prog.epochs = int(match["k"]), int(match["n"])
+                epoch, epochs = bounded_int(match["k"]), bounded_int(match["n"])
+                if epoch is not None and epochs is not None:  # `Epoch <5000 digits>/5`: no
+                    prog.epoch, prog.epochs = epoch, epochs
             if "Training completed" in line:
                 prog.completed = True
 

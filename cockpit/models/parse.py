@@ -2,7 +2,9 @@
 
 Pure functions over text, tested against recorded outputs (tests/data). Every parser is
 total: garbage in gives NA values with a reason, never an exception, because a single odd
-line from one box must not take down the whole fleet view.
+line from one box must not take down the whole fleet view. Numbers are bounded where they
+enter (`MAX_DIGITS`, `MAX_EPOCH_S`), and each section of a record is parsed on its own: one
+that fails anyway is named in `HostSnapshot.bad` and the rest of the record is still used.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import binascii
 import csv
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from cockpit.models.snapshot import (
@@ -29,6 +31,7 @@ from cockpit.models.snapshot import (
     QueueFacts,
     TmuxSession,
 )
+from cockpit.models.text import visible
 
 GPU_FIELDS = (
     "index,name,uuid,utilization.gpu,memory.used,memory.total,temperature.gpu,"
@@ -39,6 +42,23 @@ APP_FIELDS = "gpu_uuid,pid,used_memory"
 # cgroup v1 reports "no limit" as a huge page-aligned number near 2**63.
 _V1_UNLIMITED = 1 << 60
 
+MAX_DIGITS = 32
+"""Digits per number a box may send. The largest real value (bytes of a filesystem, an
+inode, a pid) has 20; past 4300 digits int() raises, and a 400-digit float field is inf,
+which int() cannot take. A longer number is NA("unparsable"), never an exception."""
+MAX_NUMBER_CHARS = 2 * MAX_DIGITS + 2
+"""A float field's characters: sign, integer and fraction digits, the point."""
+MAX_EPOCH_S = 1e11
+"""The latest plausible remote time, in epoch seconds (the year 5138). A time beyond it is
+NA: datetime and time.localtime() raise on years past 9999, and the screens format times."""
+MAX_REASON_CHARS = 160
+"""How much of a parse failure's reason is kept for the box's "bad record" line."""
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    """The start of a field for a reason string, controls made visible (it reaches screens)."""
+    return visible(text[:limit])
+
 
 def na_float(text: str) -> float | NA:
     """A number from nvidia-smi, or NA carrying the marker it printed instead."""
@@ -46,16 +66,26 @@ def na_float(text: str) -> float | NA:
     if not value:
         return NA("empty")
     if value.startswith("[") or value.upper() in {"N/A", "NOT SUPPORTED", "UNKNOWN ERROR"}:
-        return NA(value)
+        return NA(_clip(value))
+    if len(value) > MAX_NUMBER_CHARS:
+        return NA(f"unparsable: {len(value)} characters")
     try:
         number = float(value)
     except ValueError:
-        return NA(f"unparsable: {value[:40]}")
-    return number if math.isfinite(number) else NA(f"not finite: {value[:40]}")
+        return NA(f"unparsable: {_clip(value)}")
+    return number if math.isfinite(number) else NA(f"not finite: {_clip(value)}")
 
 
-_INT = re.compile(r"-?[0-9]+")
-_FLOAT = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+def na_time(text: str) -> float | NA:
+    """Epoch seconds (`stat %Y`, `date +%s`, `find %T@`), NA when not a plausible time."""
+    value = na_float(text)
+    if isinstance(value, NA) or abs(value) <= MAX_EPOCH_S:
+        return value
+    return NA(f"implausible time: {_clip(text.strip())}")
+
+
+_INT = re.compile(f"-?[0-9]{{1,{MAX_DIGITS}}}")
+_FLOAT = re.compile(f"-?[0-9]{{1,{MAX_DIGITS}}}(\\.[0-9]{{1,{MAX_DIGITS}}})?")
 
 
 def parse_utc_offset(text: str) -> float | NA:
@@ -81,7 +111,7 @@ def na_int(text: str) -> int | NA:
         return int(value)
     if _FLOAT.fullmatch(value):  # stat %Y may carry a fraction; never inf or 1e999
         return int(float(value))
-    return NA(f"unparsable: {value[:40]}")
+    return NA(f"unparsable: {_clip(value)}")
 
 
 def parse_gpus(text: str, rc: int | None) -> GpuReading:
@@ -144,8 +174,11 @@ def attach_apps(reading: GpuReading, procs: Sequence[GpuProcess]) -> GpuReading:
     """Give each GPU the compute processes that run on it (matched by UUID)."""
     if not procs or reading.status is not GpuStatus.OK:
         return reading
+    by_uuid: dict[str, list[GpuProcess]] = {}
+    for proc in procs:  # grouped once: GPUs x processes was quadratic on a hostile record
+        by_uuid.setdefault(proc.gpu_uuid, []).append(proc)
     gpus = tuple(
-        Gpu(**{**gpu.__dict__, "processes": tuple(p for p in procs if p.gpu_uuid == gpu.uuid)})
+        Gpu(**{**gpu.__dict__, "processes": tuple(by_uuid.get(gpu.uuid, ()))})
         for gpu in reading.gpus
     )
     return GpuReading(reading.status, gpus, reading.message)
@@ -254,7 +287,9 @@ def parse_tmux(lines: Iterable[str]) -> tuple[TmuxSession, ...]:
     for line in lines:
         parts = line.split(" ", 2)
         if len(parts) == 3 and is_int(parts[0]) and is_int(parts[1]):
-            sessions.append(TmuxSession(parts[2], int(parts[1]), float(parts[0])))
+            created = na_time(parts[0])
+            sessions.append(TmuxSession(parts[2], int(parts[1]),
+                                        0.0 if isinstance(created, NA) else created))
     return tuple(sessions)
 
 
@@ -263,7 +298,7 @@ def _stat_line(path: str, line: str) -> FileStat:
     if len(parts) < 3:
         na = NA("missing")
         return FileStat(path, na, na, na)
-    return FileStat(path, na_int(parts[0]), na_float(parts[1]), na_int(parts[2]))
+    return FileStat(path, na_int(parts[0]), na_time(parts[1]), na_int(parts[2]))
 
 
 def _b64(lines: Iterable[str]) -> bytes:
@@ -271,6 +306,51 @@ def _b64(lines: Iterable[str]) -> bytes:
         return base64.b64decode("".join(lines), validate=False)
     except (binascii.Error, ValueError):
         return b""
+
+
+def remote_path(raw: bytes) -> tuple[str, str]:
+    """A path's bytes from the box as (text, base64 of the exact bytes or "").
+
+    The text is what the cockpit shows and keys its state by (undecodable bytes as U+FFFD);
+    the base64 is kept only when the text cannot carry the bytes (not UTF-8, or a newline
+    or other control character), so that the probe can be asked for that very file.
+    """
+    text = raw.decode("utf-8", errors="replace")
+    exact = text.isprintable() and text.encode("utf-8", errors="replace") == raw
+    return text, "" if exact else base64.b64encode(raw).decode("ascii")
+
+
+def _nul_entries(data: bytes, fields: int) -> Iterator[tuple[list[bytes], bytes]]:
+    """`f1 f2 ... name\0` entries (a name may hold any byte but NUL); a cut last one is
+    dropped (the probe caps the listing's bytes)."""
+    for entry in data.split(b"\0")[:-1]:
+        parts = entry.split(b" ", fields)
+        if len(parts) == fields + 1:
+            yield parts[:fields], parts[fields]
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("ascii", errors="replace")
+
+
+def parse_dir64(body: Iterable[str]) -> list[FileStat]:
+    """`@@dir64`: base64 of `SIZE MTIME INODE PATH\0` per log, names never printed raw."""
+    out = []
+    for (size, mtime, inode), raw in _nul_entries(_b64(body), 3):
+        path, exact = remote_path(raw)
+        out.append(FileStat(path, na_int(_text(size)), na_time(_text(mtime)),
+                            na_int(_text(inode)), exact))
+    return out
+
+
+def parse_ckpt64(body: Iterable[str]) -> FileStat | None:
+    """`@@ckpt64`: base64 of `MTIME SIZE PATH\0`, the newest checkpoint."""
+    entries = list(_nul_entries(_b64(body), 2))
+    if not entries:
+        return None
+    (mtime, size), raw = entries[-1]
+    path, exact = remote_path(raw)
+    return FileStat(path, na_int(_text(size)), na_time(_text(mtime)), name_b64=exact)
 
 
 @dataclass
@@ -298,126 +378,164 @@ def _rc(section: _Section | None) -> int | None:
     return int(section.arg)
 
 
+@dataclass
+class _Record:
+    """What the sections of one record said so far (filled in section by section)."""
+
+    seq: int = 0
+    hostname: str = ""
+    remote_time: float | NA = field(default_factory=lambda: NA("no header"))
+    gpu: GpuReading = field(default_factory=lambda: GpuReading(GpuStatus.ABSENT, (), "not probed"))
+    apps: list[GpuProcess] = field(default_factory=list)
+    mounts: list[Mount] = field(default_factory=list)
+    memory: Memory = field(default_factory=lambda: Memory(
+        "none", NA("not probed"), NA("not probed"), NA("not probed")))
+    tmux: tuple[TmuxSession, ...] | NA = field(default_factory=lambda: NA("not probed"))
+    stats: dict[str, FileStat] = field(default_factory=dict)
+    run_logs: list[FileStat] = field(default_factory=list)
+    checkpoint: FileStat | None = None
+    pids: set[int] | None = None
+    queue_text: str | None = None
+    queue_marks: str | None = None
+    chunks: list[LogChunk] = field(default_factory=list)
+    utc_offset: float | NA = field(default_factory=lambda: NA("not reported"))
+    parents: dict[int, int] | NA | None = None
+    kernel: tuple[str, ...] | NA | None = None
+    uptime: float | NA = field(default_factory=lambda: NA("not reported"))
+    bad: list[str] = field(default_factory=list)
+
+
+def _section(rec: _Record, sections: list[_Section], i: int) -> int:
+    """Absorb section `i` into `rec`; returns how many following sections it also used."""
+    sec = sections[i]
+    nxt = sections[i + 1] if i + 1 < len(sections) else None
+    body = [ln for ln in sec.lines if ln.strip()]
+    head = sec.head
+    if head == "begin":
+        parts = sec.arg.split(" ", 2)
+        rec.seq = int(parts[0]) if parts and is_int(parts[0]) else 0
+        rec.remote_time = na_time(parts[1]) if len(parts) > 1 else NA("no clock")
+        rec.hostname = parts[2] if len(parts) > 2 else ""
+    elif head == "tz":
+        rec.utc_offset = parse_utc_offset(sec.arg)
+    elif head == "uptime":
+        rec.uptime = na_time(sec.arg)
+    elif head == "gpu":
+        if sec.arg == "absent":
+            rec.gpu = GpuReading(GpuStatus.ABSENT, (), "nvidia-smi not found on this host")
+        elif sec.arg != "skipped":
+            rec.gpu = parse_gpus("\n".join(sec.lines), _rc(nxt if nxt and nxt.head == "rc" else None))
+    elif head == "apps" and nxt is not None and nxt.head == "rc" and _rc(nxt) == 0:
+        rec.apps = parse_apps("\n".join(sec.lines))
+    elif head == "mem":
+        info = nxt if nxt is not None and nxt.head == "meminfo" else None
+        rec.memory = parse_memory(sec.arg, body, info.lines if info else [])
+    elif head == "tmux":
+        rec.tmux = NA("tmux not installed") if sec.arg == "absent" else (
+            () if sec.arg == "none" else parse_tmux(body))
+    elif head == "mount":
+        if nxt is not None and nxt.head == "posix":
+            inodes = sections[i + 2] if i + 2 < len(sections) else _Section("", "")
+            rec.mounts.append(parse_df_posix(sec.arg, "\n".join(nxt.lines), "\n".join(inodes.lines)))
+            return 2
+        rec.mounts.append(parse_df_output(sec.arg, "\n".join(sec.lines)))
+    elif head == "stat":
+        key, _, path = sec.arg.partition(" ")
+        rec.stats[key] = _stat_line(path, body[0] if body else "")
+    elif head == "text":
+        rec.queue_text = _b64(body).decode("utf-8", errors="replace") if body else None
+    elif head == "marks":
+        rec.queue_marks = _b64(body).decode("utf-8", errors="replace")
+    elif head == "dir":  # the old listing (recorded fixtures): names printed raw
+        for line in body:
+            parts = line.split(" ", 3)
+            if len(parts) == 4:
+                rec.run_logs.append(FileStat(parts[3], na_int(parts[0]), na_time(parts[1]),
+                                             na_int(parts[2])))
+    elif head == "dir64":
+        rec.run_logs += parse_dir64(body)
+    elif head == "ckpt":
+        if body:
+            parts = body[-1].split(" ", 2)
+            if len(parts) == 3:
+                rec.checkpoint = FileStat(parts[2], na_int(parts[1]), na_time(parts[0]))
+    elif head == "ckpt64":
+        rec.checkpoint = parse_ckpt64(body)
+    elif head == "proc":
+        # A set, sorted once at the end: re-sorting per section was quadratic (40k
+        # sections took 21 s on the event loop).
+        if rec.pids is None:
+            rec.pids = set()
+        rec.pids.update(int(ln) for ln in body if is_int(ln))
+    elif head == "ptree":
+        rec.parents = NA("ps not installed") if sec.arg == "absent" else _parents(body)
+    elif head == "kmsg":
+        rec.kernel = NA("kernel log not readable") if sec.arg == "denied" else tuple(
+            ln.strip() for ln in body)
+    elif head in ("log", "log64") and body and body[0] != "missing":
+        parts = body[0].split()
+        if len(parts) == 4 and all(is_int(h) for h in parts):
+            path = sec.arg if head == "log" else remote_path(_b64([sec.arg]))[0]
+            rec.chunks.append(LogChunk(path, int(parts[0]), int(parts[1]), _b64(body[1:]),
+                                       reset=parts[2] == "1"))
+    return 0
+
+
 def parse_record(
     record: bytes, *, instance: str, observed_at: float, probe_ms: float | NA | None = None
 ) -> HostSnapshot:
-    """One framed probe record (from `@@begin` to `@@end`) into a HostSnapshot."""
+    """One framed probe record (from `@@begin` to `@@end`) into a HostSnapshot.
+
+    Total: a section that fails to parse is skipped and named, with the reason, in
+    `HostSnapshot.bad`; every other section is used as usual.
+    """
     text = record.decode("utf-8", errors="replace")
     sections = split_sections(text)
-    seq, hostname = 0, ""
-    remote_time: float | NA = NA("no header")
-    gpu = GpuReading(GpuStatus.ABSENT, (), "not probed")
-    apps: list[GpuProcess] = []
-    mounts: list[Mount] = []
-    memory = Memory("none", NA("not probed"), NA("not probed"), NA("not probed"))
-    tmux: tuple[TmuxSession, ...] | NA = NA("not probed")
-    stats: dict[str, FileStat] = {}
-    run_logs: list[FileStat] = []
-    checkpoint: FileStat | None = None
-    pids: tuple[int, ...] | NA = NA("not probed")
-    queue_text: str | None = None
-    queue_marks: str | None = None
-    chunks: list[LogChunk] = []
-    utc_offset: float | NA = NA("not reported")
-    parents: dict[int, int] | NA | None = None
-    kernel: tuple[str, ...] | NA | None = None
-    uptime: float | NA = NA("not reported")
-
+    rec = _Record()
     i = 0
     while i < len(sections):
-        sec = sections[i]
-        nxt = sections[i + 1] if i + 1 < len(sections) else None
-        body = [ln for ln in sec.lines if ln.strip()]
-        if sec.head == "begin":
-            parts = sec.arg.split(" ", 2)
-            seq = int(parts[0]) if parts and is_int(parts[0]) else 0
-            remote_time = na_float(parts[1]) if len(parts) > 1 else NA("no clock")
-            hostname = parts[2] if len(parts) > 2 else ""
-        elif sec.head == "tz":
-            utc_offset = parse_utc_offset(sec.arg)
-        elif sec.head == "uptime":
-            uptime = na_float(sec.arg)
-        elif sec.head == "gpu":
-            if sec.arg == "absent":
-                gpu = GpuReading(GpuStatus.ABSENT, (), "nvidia-smi not found on this host")
-            elif sec.arg == "skipped":
-                pass
-            else:
-                gpu = parse_gpus("\n".join(sec.lines), _rc(nxt if nxt and nxt.head == "rc" else None))
-        elif sec.head == "apps" and nxt is not None and nxt.head == "rc" and _rc(nxt) == 0:
-            apps = parse_apps("\n".join(sec.lines))
-        elif sec.head == "mem":
-            info = next((s for s in sections[i + 1:i + 2] if s.head == "meminfo"), None)
-            memory = parse_memory(sec.arg, body, info.lines if info else [])
-        elif sec.head == "tmux":
-            tmux = NA("tmux not installed") if sec.arg == "absent" else (
-                () if sec.arg == "none" else parse_tmux(body))
-        elif sec.head == "mount":
-            if nxt is not None and nxt.head == "posix":
-                inodes = sections[i + 2] if i + 2 < len(sections) else _Section("", "")
-                mounts.append(parse_df_posix(sec.arg, "\n".join(nxt.lines), "\n".join(inodes.lines)))
-                i += 2
-            else:
-                mounts.append(parse_df_output(sec.arg, "\n".join(sec.lines)))
-        elif sec.head == "stat":
-            key, _, path = sec.arg.partition(" ")
-            stats[key] = _stat_line(path, body[0] if body else "")
-        elif sec.head == "text":
-            queue_text = _b64(body).decode("utf-8", errors="replace") if body else None
-        elif sec.head == "marks":
-            queue_marks = _b64(body).decode("utf-8", errors="replace")
-        elif sec.head == "dir":
-            for line in body:
-                parts = line.split(" ", 3)
-                if len(parts) == 4:
-                    run_logs.append(FileStat(parts[3], na_int(parts[0]), na_float(parts[1]),
-                                             na_int(parts[2])))
-        elif sec.head == "ckpt":
-            if body:
-                parts = body[-1].split(" ", 2)
-                if len(parts) == 3:
-                    checkpoint = FileStat(parts[2], na_int(parts[1]), na_float(parts[0]))
-        elif sec.head == "proc":
-            found = tuple(int(ln) for ln in body if is_int(ln))
-            pids = found if isinstance(pids, NA) else tuple(sorted({*pids, *found}))
-        elif sec.head == "ptree":
-            parents = NA("ps not installed") if sec.arg == "absent" else _parents(body)
-        elif sec.head == "kmsg":
-            kernel = NA("kernel log not readable") if sec.arg == "denied" else tuple(
-                ln.strip() for ln in body)
-        elif sec.head == "log" and body and body[0] != "missing":
-            head = body[0].split()
-            if len(head) == 4 and all(is_int(h) for h in head):
-                chunks.append(LogChunk(sec.arg, int(head[0]), int(head[1]), _b64(body[1:]),
-                                       reset=head[2] == "1"))
+        try:
+            i += _section(rec, sections, i)
+        except Exception as exc:  # isolation: one section, never the whole record
+            reason = f"@@{sections[i].head}: {type(exc).__name__}: {exc}"
+            rec.bad.append(visible(reason[:MAX_REASON_CHARS]))
         i += 1
-
+    pids: tuple[int, ...] | NA = NA("not probed") if rec.pids is None else tuple(sorted(rec.pids))
     return HostSnapshot(
         instance=instance,
         observed_at=observed_at,
-        remote_time=remote_time,
-        seq=seq,
-        hostname=hostname,
-        gpu=attach_apps(gpu, apps),
-        mounts=tuple(mounts),
-        memory=memory,
-        tmux=tmux,
+        remote_time=rec.remote_time,
+        seq=rec.seq,
+        hostname=rec.hostname,
+        gpu=_attach(rec),
+        mounts=tuple(rec.mounts),
+        memory=rec.memory,
+        tmux=rec.tmux,
         queue=QueueFacts(
             process_pids=pids,
-            queue_log=stats.get("queue_log"),
-            run_logs=tuple(run_logs),
-            newest_checkpoint=checkpoint,
-            queue_text=queue_text,
-            queue_marks=queue_marks,
-            queue_stat=stats.get("queue"),
+            queue_log=rec.stats.get("queue_log"),
+            run_logs=tuple(rec.run_logs),
+            newest_checkpoint=rec.checkpoint,
+            queue_text=rec.queue_text,
+            queue_marks=rec.queue_marks,
+            queue_stat=rec.stats.get("queue"),
         ),
-        log_chunks=tuple(chunks),
+        log_chunks=tuple(rec.chunks),
         probe_ms=NA("not measured") if probe_ms is None else probe_ms,
-        utc_offset=utc_offset,
-        parents=parents,
-        kernel_lines=kernel,
-        uptime_s=uptime,
+        utc_offset=rec.utc_offset,
+        parents=rec.parents,
+        kernel_lines=rec.kernel,
+        uptime_s=rec.uptime,
+        bad=tuple(rec.bad),
     )
+
+
+def _attach(rec: _Record) -> GpuReading:
+    try:
+        return attach_apps(rec.gpu, rec.apps)
+    except Exception as exc:  # isolation, as for a section
+        rec.bad.append(visible(f"@@apps: {type(exc).__name__}: {exc}"[:MAX_REASON_CHARS]))
+        return rec.gpu
 
 
 def _parents(lines: list[str]) -> dict[int, int]:

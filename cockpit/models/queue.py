@@ -19,11 +19,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import PurePosixPath
 
+from cockpit.models.parse import MAX_DIGITS
 from cockpit.models.snapshot import NA
 
 DEFAULT_EPOCHS = 20
 MAX_PARTIAL = 65536
 """A line longer than this (a progress bar without newlines) is cut, not buffered forever."""
+MAX_CELLS = 10_000
+"""Cells the master log may name before the oldest are forgotten. A real queue has tens to
+hundreds; a log that names a new cell on every line must not grow this box's state forever."""
 
 _TS = r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]"
 HEADER_RE = re.compile(r"=== Queue (?P<file>.*): (?P<total>\d+) ablations?, starting from "
@@ -53,8 +57,21 @@ class QueueLine:
         return base[: -len(".yaml")] if base.endswith(".yaml") else base
 
 
+def bounded_int(text: str | None) -> int | None:
+    """A field of ASCII digits (an optional leading minus) as an int, or None when it is
+    missing, not a number, or longer than `MAX_DIGITS` (int() raises past 4300 digits)."""
+    if not text:
+        return None
+    digits = text[1:] if text.startswith("-") else text
+    if not 0 < len(digits) <= MAX_DIGITS or not digits.isascii() or not digits.isdigit():
+        return None
+    return int(text)
+
+
 def parse_queue_file(text: str) -> tuple[QueueLine, ...]:
-    """Cells of a queue file; `#` comments and blank lines are skipped like run_queue.sh does."""
+    """Cells of a queue file; `#` comments and blank lines are skipped like run_queue.sh does.
+
+    An epochs field that is not a bounded number (`MAX_DIGITS`) counts as absent."""
     cells: list[QueueLine] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -63,7 +80,7 @@ def parse_queue_file(text: str) -> tuple[QueueLine, ...]:
         parts = line.split()
         epochs = DEFAULT_EPOCHS
         if len(parts) > 2 and re.fullmatch(r"[0-9]+", parts[2]):
-            epochs = int(parts[2])
+            epochs = bounded_int(parts[2]) or DEFAULT_EPOCHS
         cells.append(QueueLine(len(cells) + 1, parts[0], parts[1] if len(parts) > 1 else "",
                                epochs, lineno))
     return tuple(cells)
@@ -78,6 +95,14 @@ def log_timestamp(text: str, utc_offset: float | NA) -> float:
     if isinstance(utc_offset, NA):
         return time.mktime(parsed)
     return calendar.timegm(parsed) - utc_offset
+
+
+def mark_time(text: str, utc_offset: float | NA) -> float | None:
+    """`log_timestamp`, or None for a stamp that is no real time (month 13, day 32, year 0)."""
+    try:
+        return log_timestamp(text, utc_offset)
+    except (ValueError, OverflowError):
+        return None
 
 
 class LineSplitter:
@@ -130,33 +155,66 @@ class QueueLog:
     """The last QUEUE DONE line, if nothing started after it."""
     header_start: int | None = None
     total: int | None = None
-    _seen: set[tuple[str, Finished]] = field(default_factory=set)
+    _seen: dict[tuple[str, Finished], None] = field(default_factory=dict)
+    """FINISHED marks already reported, oldest first (bounded by `MAX_CELLS`)."""
+    _known: set[str] = field(default_factory=set)
+    """The names in `order`, for a constant-time membership test."""
 
     def feed(self, lines: list[str], utc_offset: float | NA) -> list[tuple[str, Finished]]:
-        """Absorb lines; returns the cells that finished in them (for the failure log)."""
+        """Absorb lines; returns the cells that finished in them (for the failure log).
+
+        A mark whose numbers are too long (`MAX_DIGITS`) or whose stamp is no real time is
+        not a mark: it is skipped, like any other line."""
         newly: list[tuple[str, Finished]] = []
         for line in lines:
             if (m := START_RE.search(line)) is not None:
+                index, total = bounded_int(m["i"]), bounded_int(m["n"])
+                at = mark_time(m["ts"], utc_offset)
+                if index is None or total is None or at is None:
+                    continue
                 name = m["name"]
-                epochs = int(m["epochs"]) if m["epochs"] else None
-                self.started[name] = Started(int(m["i"]), int(m["n"]),
-                                             log_timestamp(m["ts"], utc_offset),
-                                             (m["task"] or "").strip(), epochs)
+                self.started[name] = Started(index, total, at, (m["task"] or "").strip(),
+                                             bounded_int(m["epochs"]))
                 self.finished.pop(name, None)
-                if name not in self.order:
-                    self.order.append(name)
-                self.last_started, self.done_line, self.total = name, None, int(m["n"])
+                self._remember(name)
+                self.last_started, self.done_line, self.total = name, None, total
             elif (m := FINISH_RE.search(line)) is not None:
-                fin = Finished(int(m["i"]), log_timestamp(m["ts"], utc_offset), int(m["rc"]))
+                index, rc = bounded_int(m["i"]), bounded_int(m["rc"])
+                at = mark_time(m["ts"], utc_offset)
+                if index is None or rc is None or at is None:
+                    continue
+                fin = Finished(index, at, rc)
                 self.finished[m["name"]] = fin
+                while len(self.finished) > MAX_CELLS:  # FINISHED marks of cells never STARTED
+                    del self.finished[next(iter(self.finished))]
                 if (m["name"], fin) not in self._seen:  # the marks and the log tail overlap
-                    self._seen.add((m["name"], fin))
+                    self._seen[(m["name"], fin)] = None
                     newly.append((m["name"], fin))
+                    while len(self._seen) > MAX_CELLS:
+                        del self._seen[next(iter(self._seen))]
             elif (m := DONE_RE.search(line)) is not None:
-                self.done_line = line[m.start():].strip()
+                self.done_line = line[m.start():].strip()[:MAX_PARTIAL]
             elif (m := HEADER_RE.search(line)) is not None:
-                self.header_start, self.total, self.done_line = int(m["start"]), int(m["total"]), None
+                start, total = bounded_int(m["start"]), bounded_int(m["total"])
+                if start is not None and total is not None:
+                    self.header_start, self.total, self.done_line = start, total, None
         return newly
+
+    def _remember(self, name: str) -> None:
+        """Keep `name` in `order` (linear time); past `MAX_CELLS` names forget the oldest."""
+        if name in self._known:
+            return
+        self._known.add(name)
+        self.order.append(name)
+        if len(self.order) > MAX_CELLS:
+            drop = self.order[: len(self.order) - MAX_CELLS + MAX_CELLS // 10]
+            del self.order[: len(drop)]
+            for old in drop:
+                self._known.discard(old)
+                self.started.pop(old, None)
+                self.finished.pop(old, None)
+            if self.last_started not in self._known:
+                self.last_started = None
 
 
 @dataclass

@@ -152,6 +152,10 @@ class FileStat:
     size: int | NA
     mtime: float | NA
     inode: int | NA = NA("not read")
+    name_b64: str = ""
+    """The path's exact bytes, base64, when `path` cannot carry them: a name that is not
+    UTF-8 (shown with U+FFFD) or holds a newline or another control character. The probe is
+    then asked for the file by these bytes, never by a line of text."""
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,13 @@ class HostState:
     detail: str = ""
     host_key: HostKeyInfo | None = None
     attempts: int = 0
+    bad_records: int = 0
+    """Records (or sections of records) from this box that could not be parsed, so far.
+    Watching goes on; the count and the latest reason are shown on the box."""
+    bad_reason: str = ""
+    """Why the latest bad record was bad (control characters already made visible)."""
+    crashes: int = 0
+    """Times this box's watcher died of an unexpected error and was restarted."""
 
 
 @dataclass(frozen=True)
@@ -240,3 +251,6 @@ class HostSnapshot:
     """pid -> parent pid of every process, when asked this tick (to judge zombie VRAM)."""
     kernel_lines: tuple[str, ...] | NA | None = None
     """Xid and OOM-killer lines of the kernel log, when asked this tick; NA if unreadable."""
+    bad: tuple[str, ...] = ()
+    """Sections of this record that could not be parsed, each with the reason; the rest of
+    the record is used as usual (one odd section never costs the whole box its data)."""
