@@ -26,6 +26,7 @@ from cockpit.models.parse import parse_record
 from cockpit.models.profile import Profile
 from cockpit.models.snapshot import HostSnapshot, HostState, Reachability
 from cockpit.models.sweep import Instance, SshSettings, Sweep
+from cockpit.models.text import visible
 from cockpit.services import ssh
 from cockpit.services.probe import ProbePlan, end_marker, probe_command, probe_script
 
@@ -33,9 +34,20 @@ log = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
 
+RECORD_MAX = 2 * 1024 * 1024
+"""The largest record read over SSH: asyncssh's default channel window (2 MiB), past which
+its reader gives up. probe.sh bounds every section (logs share `LOG_BUDGET`) so a record
+stays well inside it; one that does not is reported as such and the probe is restarted."""
+MAX_REASON = 160
+"""Characters of a bad record's reason kept (it is shown on the box and in `status`)."""
+
 
 class ProbeLost(Exception):
     """The probe process ended or stopped answering (the connection may still be fine)."""
+
+
+class BadRecord(Exception):
+    """A record arrived but could not be used; the box is still watched."""
 
 
 class ProbeChannel(Protocol):
@@ -50,7 +62,12 @@ async def _read_record(reader: Any, seq: int, timeout: float) -> bytes:
     try:
         data: bytes = await asyncio.wait_for(reader.readuntil(end_marker(seq)), timeout)
     except asyncio.IncompleteReadError as exc:
+        if len(exc.partial) >= RECORD_MAX // 2:  # asyncssh stops at its full window
+            raise ProbeLost(f"a record larger than {RECORD_MAX // 1024} KiB "
+                            f"({len(exc.partial)} bytes read)") from exc
         raise ProbeLost("the probe exited") from exc
+    except (asyncio.LimitOverrunError, ValueError) as exc:  # the local stream's limit
+        raise ProbeLost("a record larger than the local stream's limit") from exc
     except TimeoutError as exc:
         raise ProbeLost(f"no record within {timeout:.0f}s") from exc
     return data
@@ -183,8 +200,27 @@ class HostWatcher:
         keep_since = reach == self.state.reachability and reach != Reachability.CONNECTED
         since = self.state.since if keep_since else now
         attempts = extra.pop("attempts", self.state.attempts)
-        self.state = HostState(self.instance.name, reach, since, detail, attempts=attempts, **extra)
+        self.state = HostState(self.instance.name, reach, since, detail, attempts=attempts,
+                               bad_records=self.state.bad_records,
+                               bad_reason=self.state.bad_reason, crashes=self.state.crashes,
+                               **extra)
         self.emit(HostStateChanged(self.state))
+
+    def _bad(self, reason: str) -> None:
+        """Count a record (or part of one) that could not be used, and say why."""
+        self.state = dataclasses.replace(
+            self.state, bad_records=self.state.bad_records + 1,
+            bad_reason=visible(reason[:MAX_REASON]))
+        self.emit(HostStateChanged(self.state))
+
+    def crashed(self, exc: BaseException, *, restarting: bool = True) -> None:
+        """The watcher died of an unexpected error: shown as stale with the error and
+        counted; the fleet restarts it (`restarting`)."""
+        log.error("watcher of %s crashed", self.instance.name, exc_info=exc)
+        self.state = dataclasses.replace(self.state, crashes=self.state.crashes + 1)
+        then = f"; restarted {self.state.crashes}x" if restarting else ""
+        self._set(Reachability.STALE,
+                  visible(f"the watcher crashed ({_failure_detail(exc)})"[:MAX_REASON]) + then)
 
     async def connect(self) -> bool:
         """One connection attempt; updates the state and returns True when connected."""
@@ -270,8 +306,15 @@ class HostWatcher:
             await self.probe.close()
             self.probe = await SshProbe.start(self.conn)
             record, elapsed_ms = await self._exchange(self.probe)
-        snap = parse_record(record, instance=self.instance.name, observed_at=self.clock(),
-                            probe_ms=elapsed_ms)
+        try:
+            snap = parse_record(record, instance=self.instance.name, observed_at=self.clock(),
+                                probe_ms=elapsed_ms)
+        except Exception as exc:  # parse_record is total; this is the last line of defence
+            self._bad(f"record {self.plan.seq}: {_failure_detail(exc)}")
+            raise BadRecord(self.state.bad_reason) from exc
+        if snap.bad:
+            more = f" (+{len(snap.bad) - 1} more)" if len(snap.bad) > 1 else ""
+            self._bad(f"record {snap.seq}: {snap.bad[0]}{more}")
         if self.instance.is_local:
             from cockpit.services.nvml import read_gpus
 
@@ -290,6 +333,8 @@ class HostWatcher:
                 continue
             try:
                 await self.tick()
+            except BadRecord:
+                pass  # counted and shown; the next record may be fine
             except (ProbeLost, OSError, asyncssh.Error, TimeoutError) as exc:
                 self._lost(exc)
                 await self._drop()
@@ -317,6 +362,7 @@ class Fleet:
         self.sweep = sweep
         self.interval = parse_duration(sweep.interval)
         self.queue: asyncio.Queue[FleetEvent] = asyncio.Queue()
+        self.backoff = backoff or Backoff()
         self.watchers = {
             inst.name: HostWatcher(inst, profiles[inst.profile], sweep.ssh, sweep_dir,
                                    emit=self.queue.put_nowait, clock=clock, backoff=backoff)
@@ -327,7 +373,25 @@ class Fleet:
     def start(self) -> None:
         """Start watching every box."""
         for name, watcher in self.watchers.items():
-            self._tasks[name] = asyncio.create_task(watcher.run(self.interval))
+            self._tasks[name] = asyncio.create_task(self._supervised(watcher))
+
+    async def _supervised(self, watcher: HostWatcher) -> None:
+        """Run one box's watcher; if it dies of an unexpected error, show it and restart it.
+
+        One box's watcher dying used to leave that box "connected" while its data aged,
+        silently. Its state now says the watcher crashed (stale, with the error and a
+        count) until its next record, and the other boxes are never touched.
+        """
+        while True:
+            try:
+                await watcher.run(self.interval)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # supervision: any error, one box
+                watcher.crashed(exc)
+                with contextlib.suppress(Exception):
+                    await watcher.close()
+                await asyncio.sleep(self.backoff.delay(watcher.state.crashes))
 
     async def reconnect(self, name: str) -> None:
         """Drop one box's connection and try again now, skipping any backoff wait.
@@ -342,7 +406,7 @@ class Fleet:
                 await task
         await watcher.close()
         watcher.state = dataclasses.replace(watcher.state, attempts=0)
-        self._tasks[name] = asyncio.create_task(watcher.run(self.interval))
+        self._tasks[name] = asyncio.create_task(self._supervised(watcher))
 
     async def events(self) -> AsyncIterator[FleetEvent]:
         """Every state change and snapshot, in arrival order."""
@@ -382,10 +446,14 @@ async def status_once(
                 if await watcher.connect():
                     try:
                         snap = await watcher.tick()
+                    except BadRecord:
+                        pass  # counted on the state: status shows it
                     except (ProbeLost, OSError, asyncssh.Error) as exc:
                         watcher._lost(exc)
         except TimeoutError:
             watcher._lost(TimeoutError(f"no answer within {timeout:.0f}s"))
+        except Exception as exc:  # one box's surprise is that box's row, never a traceback
+            watcher.crashed(exc, restarting=False)
         finally:
             await watcher.close()
         return InstanceStatus(watcher.instance, watcher.state, snap)

@@ -7,8 +7,8 @@ continues exactly where the last record left off.
 
 from __future__ import annotations
 
+import base64
 import shlex
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -21,6 +21,20 @@ KMSG_EVERY = 30
 """Ask for the kernel's Xid lines on the first tick and every 30th (a minute at 2 s)."""
 FIRST_READ_TAIL = 65536
 """On first contact with a log, read only its last 64 KiB (attaching to a long run)."""
+LOG_BUDGET = 262144
+"""Bytes of log text asked for per tick, summed over all logs (`budget_per_tick` in
+probe.sh, which enforces it too). A record must fit the SSH channel's 2 MiB window or it is
+never read: 40 run logs at 64 KiB each made every record too big. The budget is shared out
+fairly (small needs in full, the rest split evenly) and logs catch up over the next ticks."""
+MAX_LOGS_PER_TICK = 64
+"""Logs read in one tick (each costs the box a stat, a tail and a base64); with more logs
+pending, those served longest ago go first, so every log is read within a few ticks."""
+MASTER_READ = 16384
+"""The master log is asked for on every tick (its marks are the queue's state and must not
+wait for the next listing) with at least this many bytes of the budget."""
+MAX_CURSOR = 1 << 60
+"""An inode or offset past this came from a confused or hostile box: start that log again
+rather than send the probe a number its shell arithmetic cannot take."""
 
 
 @cache
@@ -49,6 +63,26 @@ def watched_mounts(instance: Instance, profile: Profile) -> list[str]:
     return out
 
 
+def share_budget(needs: list[int], budget: int) -> list[int]:
+    """Split `budget` bytes over logs that need `needs` bytes each (max-min fair).
+
+    Smaller needs are met in full; what is left is split evenly among the larger ones. The
+    grants never sum past `budget`.
+    """
+    grants = [0] * len(needs)
+    left = budget
+    order = sorted(range(len(needs)), key=lambda i: needs[i])
+    for rank, i in enumerate(order):
+        share = left // (len(needs) - rank)
+        grants[i] = min(needs[i], share)
+        left -= grants[i]
+    return grants
+
+
+def _single_line(text: str) -> bool:
+    return "\n" not in text and "\r" not in text
+
+
 @dataclass
 class LogCursor:
     """Where the client is in one remote log."""
@@ -59,13 +93,19 @@ class LogCursor:
 
 @dataclass
 class ProbePlan:
-    """Per-host request state: what to ask for and how far each log has been read."""
+    """Per-host request state: what to ask for and how far each log has been read.
+
+    State is kept only for logs the box lists now (and the master log): log names that
+    change on every tick must not grow it.
+    """
 
     instance: Instance
     profile: Profile
     seq: int = 0
     cursors: dict[str, LogCursor] = field(default_factory=dict)
-    _sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    _sizes: dict[str, FileStat] = field(default_factory=dict)
+    _served: dict[str, int] = field(default_factory=dict)
+    _asked: set[str] = field(default_factory=set)
     _queue_stat: FileStat | None = None
     _queue_changed: bool = True
     queue_text: str | None = None
@@ -97,32 +137,80 @@ class ProbePlan:
             lines.append("ptree")
         if self.seq % KMSG_EVERY == 1:
             lines.append("kmsg")
-        for path in self._logs_to_read():
-            cur = self.cursors.setdefault(path, LogCursor())
-            lines.append(f"log {cur.inode} {cur.offset} {path}")
+        # A path from the sweep is one request line; one with a line break is never sent.
+        lines = [line for line in lines if _single_line(line)]
+        lines += self._log_requests()
         lines.append(f"end {self.seq}")
-        return self.seq, ("\n".join(lines) + "\n").encode()
+        return self.seq, ("\n".join(lines) + "\n").encode("utf-8", errors="replace")
 
-    def _logs_to_read(self) -> Iterable[str]:
-        wanted = []
-        if self.instance.queue_log:
-            wanted.append(self.instance.queue_log)
-        wanted += sorted(self._sizes)
-        for path in dict.fromkeys(wanted):
-            cur = self.cursors.get(path)
-            size_inode = self._sizes.get(path)
-            if cur is None or size_inode is None or cur.offset < 0 or size_inode != (cur.offset, cur.inode):
-                yield path
+    def _log_requests(self) -> list[str]:
+        """`read`/`read64` lines for the logs with new bytes, within `LOG_BUDGET`."""
+        queue_log = self.instance.queue_log
+        wanted: list[tuple[str, int]] = []
+        if queue_log:
+            wanted.append((queue_log, max(MASTER_READ, self._need(queue_log))))
+        wanted += [(path, self._need(path)) for path in sorted(self._sizes) if path != queue_log]
+        wanted = [(path, need) for path, need in wanted if need > 0]
+        if len(wanted) > MAX_LOGS_PER_TICK:
+            first = wanted[:1] if queue_log and wanted[0][0] == queue_log else []
+            rest = sorted(wanted[len(first):], key=lambda w: self._served.get(w[0], -1))
+            wanted = first + rest[: MAX_LOGS_PER_TICK - len(first)]
+        grants = share_budget([need for _, need in wanted], LOG_BUDGET)
+        self._asked = set()
+        out = []
+        for (path, _), grant in zip(wanted, grants, strict=True):
+            if grant <= 0:
+                continue
+            cur = self.cursors.setdefault(path, LogCursor())
+            stat = self._sizes.get(path)
+            exact = stat.name_b64 if stat is not None else ""
+            if not exact and not (path.isprintable() and _single_line(path)):
+                exact = base64.b64encode(path.encode("utf-8", errors="replace")).decode()
+            if exact:
+                out.append(f"read64 {cur.inode} {cur.offset} {grant} {exact}")
+            else:
+                out.append(f"read {cur.inode} {cur.offset} {grant} {path}")
+            self._asked.add(path)
+            self._served[path] = self.seq
+        return out
+
+    def _need(self, path: str) -> int:
+        """Bytes of `path` not yet read, as far as the last listing tells (unknown: all the
+        budget; 0: nothing new, so it is not asked for)."""
+        cur = self.cursors.get(path)
+        stat = self._sizes.get(path)
+        size = None if stat is None or isinstance(stat.size, NA) else stat.size
+        inode = None if stat is None or isinstance(stat.inode, NA) else stat.inode
+        if size is None or inode is None:
+            return LOG_BUDGET
+        if cur is None or cur.offset < 0:
+            return max(1, min(size, FIRST_READ_TAIL if cur is None else -cur.offset))
+        if inode != cur.inode or size < cur.offset:
+            return max(1, size)  # replaced or truncated: the probe starts it again
+        return size - cur.offset
 
     def absorb(self, snap: HostSnapshot) -> None:
         """Advance cursors past the bytes received and remember current log sizes."""
         for chunk in snap.log_chunks:
-            self.cursors[chunk.path] = LogCursor(chunk.inode, chunk.offset + len(chunk.data))
-        sizes = {}
+            if chunk.path not in self._asked:
+                continue  # never asked for: a confused or hostile box
+            end = chunk.offset + len(chunk.data)
+            if 0 <= chunk.inode < MAX_CURSOR and chunk.offset >= 0 and end < MAX_CURSOR:
+                self.cursors[chunk.path] = LogCursor(chunk.inode, end)
+            else:
+                self.cursors[chunk.path] = LogCursor()
+        sizes: dict[str, FileStat] = {}
+        queue_log = snap.queue.queue_log
+        if self.instance.queue_log and queue_log is not None:
+            sizes[self.instance.queue_log] = queue_log
         for stat in snap.queue.run_logs:
             if not isinstance(stat.size, NA) and not isinstance(stat.inode, NA):
-                sizes[stat.path] = (stat.size, stat.inode)
+                sizes[stat.path] = stat
         self._sizes = sizes
+        keep = set(sizes) | ({self.instance.queue_log} if self.instance.queue_log else set())
+        for table in (self.cursors, self._served):
+            for path in [p for p in table if p not in keep]:
+                del table[path]
         if snap.queue.queue_text is not None:
             self.queue_text = snap.queue.queue_text
         queue_stat = snap.queue.queue_stat

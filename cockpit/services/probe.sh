@@ -7,12 +7,31 @@
 #
 # Request (one item per line, paths are the rest of the line and never evaluated):
 #   tick SEQ | mount PATH | stat KEY PATH | text PATH | marks PATH | dir PATH | ckpt PATH |
-#   proc PATTERN | ptree | kmsg | log INODE OFFSET PATH | end
+#   proc PATTERN | ptree | kmsg | log INODE OFFSET PATH | read INODE OFFSET LIMIT PATH |
+#   read64 INODE OFFSET LIMIT B64PATH | end
 # Record: "@@begin SEQ EPOCH HOST", "@@tz +HHMM" ... sections starting with "@@" ... "@@end SEQ".
-# Command output never starts with "@@"; file contents are base64-encoded.
+# Command output never starts with "@@"; file contents are base64-encoded, and so is every
+# file name the box chose (run logs, checkpoints: "@@dir64", "@@ckpt64", "@@log64"), so a
+# name holding a newline and "@@proc" is data, never a section. A path the client sent is
+# one request line, so echoing it in a section header cannot start a new line.
 
 with_gpu=${1:-1}
+# Bytes of log text per tick, summed over ALL logs (before base64). One record must stay
+# well inside the SSH channel's 2 MiB window or it is never read: 40 logs of 64 KiB each
+# made every record too big, so the box was never watched. Logs catch up over the next
+# ticks from their offsets. The client shares the budget out (LOG_BUDGET in probe.py).
+budget_per_tick=262144
+# Most bytes one `log` request reads (the client's `read` names its own limit).
 cap=262144
+# Bytes of the run-log listing (~1000 logs); a longer listing is cut at an entry.
+dir_cap=131072
+# Bytes of queue marks sent on first contact (the last 4000 marks of the master log).
+marks_cap=262144
+# Bytes of the queue file (read again only when it changes).
+text_cap=65536
+# Lines of `ps` for the process tree, and tmux sessions listed.
+ptree_lines=20000
+tmux_lines=256
 LC_ALL=C
 export LC_ALL
 
@@ -35,11 +54,13 @@ find_printf=0
 if find / -maxdepth 0 -printf '' >/dev/null 2>&1; then find_printf=1; fi
 df_output=0
 if df -B1 --output=itotal,target / >/dev/null 2>&1; then df_output=1; fi
-host=$(uname -n)
+# A hostname is any 64 bytes (sethostname takes a newline): keep it to one printable line.
+host=$(uname -n | tr -c '[:graph:]\n' '?' | tr -d '\n')
 uid=$(id -u)
 nl='
 '
 mounts=
+budget=$budget_per_tick
 
 gpu_section() {
   if [ "$with_gpu" != 1 ]; then echo "@@gpu skipped"; return; fi
@@ -87,7 +108,21 @@ tmux_section() {
   if ! have tmux; then echo "@@tmux absent"; return; fi
   if [ ! -d "$sockdir" ]; then echo "@@tmux none"; return; fi
   echo "@@tmux"
-  tmux ls -F '#{session_created} #{session_windows} #{session_name}' 2>/dev/null
+  # Session names are the user's: one with a newline must not start a line with "@@".
+  guard "$(tmux ls -F '#{session_created} #{session_windows} #{session_name}' 2>/dev/null)" \
+    "$tmux_lines"
+}
+
+# Print the text $1 line by line, at most $2 lines; a line that would read as a section
+# header is indented (builtins only: no fork).
+guard() {
+  rest=$1; n=0
+  while [ -n "$rest" ] && [ "$n" -lt "$2" ]; do
+    l=${rest%%"$nl"*}
+    case "$rest" in *"$nl"*) rest=${rest#*"$nl"} ;; *) rest= ;; esac
+    case "$l" in @@*) l=" $l" ;; esac
+    say "$l"; n=$((n + 1))
+  done
 }
 
 flush_mounts() {
@@ -98,6 +133,7 @@ flush_mounts() {
   set -- $mounts
   IFS=$saved_ifs; set +f
   mounts=
+budget=$budget_per_tick
   if [ "$df_output" != 1 ]; then
     for m in "$@"; do
       resolve "$m"; p=$P
@@ -151,7 +187,8 @@ text_item() {
   say "@@text $1"
   resolve "$1"
   size=$(stat -c '%s' -- "$P" 2>/dev/null) || return 0
-  if [ "$size" -le 65536 ]; then base64 < "$P" 2>/dev/null; fi
+  # head: the file may grow between stat and read.
+  if [ "$size" -le "$text_cap" ]; then head -c "$text_cap" -- "$P" 2>/dev/null | base64; fi
 }
 
 # The queue's marker lines from the whole master log, once, when the client first attaches
@@ -160,24 +197,34 @@ marks_item() {
   say "@@marks $1"
   resolve "$1"
   [ -f "$P" ] || return 0
-  grep -E 'STARTING|FINISHED|QUEUE DONE|=== Queue ' -- "$P" 2>/dev/null | tail -n 4000 | base64
+  grep -E 'STARTING|FINISHED|QUEUE DONE|=== Queue ' -- "$P" 2>/dev/null | tail -n 4000 \
+    | tail -c "$marks_cap" | base64
 }
 
+# "SIZE MTIME INODE PATH\0" per log, base64: a name may hold any byte but NUL.
 dir_item() {
-  say "@@dir $1"
+  say "@@dir64 $1"
   resolve "$1"
   [ -d "$P" ] || return 0
-  # One stat for all logs; an unmatched glob stays literal and stat's error is dropped.
-  stat -c '%s %Y %i %n' -- "$P"/*.log 2>/dev/null
+  if [ "$find_printf" = 1 ]; then
+    # find, not a glob: 100k logs would overflow stat's argument list.
+    find "$P/" -mindepth 1 -maxdepth 1 -name '*.log' ! -name '.*' \
+      -printf '%s %Ts %i %p\0' 2>/dev/null | head -c "$dir_cap" | base64
+  else
+    # One stat for all logs; an unmatched glob stays literal and stat's error is dropped.
+    stat --printf '%s %Y %i %n\0' -- "$P"/*.log 2>/dev/null | head -c "$dir_cap" | base64
+  fi
 }
 
+# The newest checkpoint as "MTIME SIZE PATH\0", base64.
 ckpt_item() {
-  say "@@ckpt $1"
+  say "@@ckpt64 $1"
   resolve "$1"
   [ -d "$P" ] || return 0
   if [ "$find_printf" = 1 ]; then
     find "$P" -maxdepth 4 -type f \( -name '*.pth' -o -name '*.pt' -o -name '*.ckpt' \
-      -o -name '*.safetensors' \) -printf '%T@ %s %p\n' 2>/dev/null | sort -n | tail -n 1
+      -o -name '*.safetensors' \) -printf '%T@ %s %p\0' 2>/dev/null | sort -z -n \
+      | tail -z -n 1 | base64
   fi
 }
 
@@ -218,7 +265,7 @@ proc_item() {
 ptree_item() {
   if have ps; then
     echo "@@ptree"
-    ps -eo pid=,ppid= 2>/dev/null
+    ps -eo pid=,ppid= 2>/dev/null | head -n "$ptree_lines"
   else
     echo "@@ptree absent"
   fi
@@ -236,11 +283,16 @@ kmsg_item() {
 }
 
 log_item() {
-  # $1 inode the client believes, $2 offset (negative: start that many bytes from the end)
-  say "@@log $3"
+  # $1 inode the client believes, $2 offset (negative: start that many bytes from the end),
+  # $3 the most bytes to read, $4 the path. The section header is printed by the caller.
+  # Numbers longer than 18 digits are refused: sh arithmetic on them would end the probe.
   case "$1" in ''|*[!0-9]*) echo "missing"; return 0 ;; esac
   case "$2" in ''|-|*[!0-9-]*|?*-*) echo "missing"; return 0 ;; esac
-  resolve "$3"
+  case "$3" in ''|*[!0-9]*) echo "missing"; return 0 ;; esac
+  if [ "${#1}" -gt 20 ] || [ "${#2}" -gt 18 ] || [ "${#3}" -gt 18 ]; then
+    echo "missing"; return 0
+  fi
+  resolve "$4"
   st=$(stat -c '%i %s' -- "$P" 2>/dev/null) || { echo "missing"; return 0; }
   cino=${st% *}; csize=${st#* }
   off=$2; reset=0
@@ -248,7 +300,9 @@ log_item() {
     -*) off=$((csize + off)); [ "$off" -lt 0 ] && off=0; reset=1 ;;
     *) if [ "$cino" != "$1" ] || [ "$csize" -lt "$off" ]; then off=0; reset=1; fi ;;
   esac
-  n=$((csize - off)); [ "$n" -gt "$cap" ] && n=$cap
+  n=$((csize - off)); [ "$n" -gt "$3" ] && n=$3
+  [ "$n" -gt "$budget" ] && n=$budget
+  budget=$((budget - n))
   say "$cino $off $reset $n"
   if [ "$n" -gt 0 ]; then tail -c +"$((off + 1))" -- "$P" 2>/dev/null | head -c "$n" | base64; fi
 }
@@ -258,6 +312,7 @@ while IFS= read -r line; do
   [ "$kind" = mount ] || flush_mounts
   case "$kind" in
     tick)
+      budget=$budget_per_tick
       now=$(date '+%s %z')
       say "@@begin $rest ${now%% *} $host"
       say "@@tz ${now#* }"
@@ -275,7 +330,19 @@ while IFS= read -r line; do
     kmsg) kmsg_item ;;
     log)
       a=${rest%% *}; rest=${rest#* }; b=${rest%% *}
-      log_item "$a" "$b" "${rest#* }" ;;
+      say "@@log ${rest#* }"
+      log_item "$a" "$b" "$cap" "${rest#* }" ;;
+    read|read64)
+      a=${rest%% *}; rest=${rest#* }; b=${rest%% *}; rest=${rest#* }; c=${rest%% *}
+      rest=${rest#* }
+      if [ "$kind" = read ]; then
+        say "@@log $rest"
+      else
+        # The exact bytes of a name the box chose (the "x" keeps a trailing newline).
+        say "@@log64 $rest"
+        rest=$(printf '%s' "$rest" | base64 -d 2>/dev/null; echo x); rest=${rest%x}
+      fi
+      log_item "$a" "$b" "$c" "$rest" ;;
     end) say "@@end $rest" ;;
   esac
 done
