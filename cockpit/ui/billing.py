@@ -8,12 +8,14 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Footer, Header
 
 from cockpit.models.billing import SweepBill, billing_row
 from cockpit.models.durations import format_duration
+from cockpit.models.text import remote_text, visible
 from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import upsert_row
+from cockpit.ui.safe import PlainStatic, PlainTable
 
 BILLING_COLUMNS = ("instance", "platform", "now", "per hour", "uptime", "so far", "idle")
 
@@ -29,9 +31,9 @@ class BillingScreen(CockpitScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield DataTable(id="billing-table", cursor_type="row", zebra_stripes=True)
-        yield Static(id="billing-detail")
-        yield Static(id="billing-total")
+        yield PlainTable(id="billing-table", cursor_type="row", zebra_stripes=True)
+        yield PlainStatic(id="billing-detail")
+        yield PlainStatic(id="billing-total")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -57,15 +59,15 @@ class BillingScreen(CockpitScreen):
             so_far = f"{row.so_far:.2f}" if row.so_far is not None else "-"
             uptime = format_duration(row.uptime_s) if row.uptime_s is not None else "-"
             cells: tuple[Text | str, ...] = (
-                row.instance, row.platform, row.now, price, uptime, so_far,
-                Text(row.idle, style=palette.bad) if row.idle else "-")
+                remote_text(row.instance), remote_text(row.platform), remote_text(row.now), price,
+                uptime, so_far, remote_text(row.idle, style=palette.bad) if row.idle else "-")
             upsert_row(table, row.instance, BILLING_COLUMNS, cells)
         total = Text(f"sweep: {bill.per_hour:.2f}/h while every box bills; at least "
                      f"{bill.so_far:.2f} so far (price x uptime)", style="bold")
         if bill.unpriced:
-            total.append(f"\nno price_per_hour in the sweep for: {', '.join(bill.unpriced)}",
+            total.append("\n" + visible(f"no price_per_hour in the sweep for: {', '.join(bill.unpriced)}"),
                          style=palette.muted)
-        self.query_one("#billing-total", Static).update(total)
+        self.query_one("#billing-total", PlainStatic).update(total)
         self._detail(bill)
 
     def _detail(self, bill: SweepBill) -> None:
@@ -76,11 +78,12 @@ class BillingScreen(CockpitScreen):
         row = next((r for r in bill.rows if r.instance == key), None)
         if row is None:
             return
-        text = Text(f"{row.instance}: what still bills after each teardown action\n", style="bold")
+        text = Text(visible(f"{row.instance}: what still bills after each teardown action") + "\n",
+                    style="bold")
         for label, after in row.after:
-            text.append(f"  {label}: ", style="bold")
-            text.append(f"{after}\n")
-        self.query_one("#billing-detail", Static).update(text)
+            text.append(visible(f"  {label}: "), style="bold")
+            text.append(visible(after) + "\n")
+        self.query_one("#billing-detail", PlainStatic).update(text)
 
     @on(DataTable.RowHighlighted, "#billing-table")
     def _highlighted(self) -> None:

@@ -9,11 +9,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Input, Label, Sparkline, Static
+from textual.widgets import DataTable, Footer, Header, Input, Sparkline
 
 from cockpit.models.failures import FailureEvent
 from cockpit.models.hostview import HostTracker
 from cockpit.models.summary import state_text
+from cockpit.models.text import remote_text, visible
 from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import upsert_row
 from cockpit.ui.render import (
@@ -24,6 +25,7 @@ from cockpit.ui.render import (
     health_lines,
     queue_header,
 )
+from cockpit.ui.safe import PlainLabel, PlainStatic, PlainTable
 
 QUEUE_COLUMNS = ("#", "cell", "state", "epoch", "elapsed", "ETA")
 FAILURE_COLUMNS = ("time", "rule", "class", "cell", "count", "message")
@@ -59,22 +61,22 @@ class BoxScreen(CockpitScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(id="box-title")
+        yield PlainStatic(id="box-title")
         with Grid(id="panels"):
             with Vertical(id="gpu-panel", classes="panel"):
-                yield Static(id="gpu-body")
+                yield PlainStatic(id="gpu-body")
                 yield Vertical(id="sparks")
             with VerticalScroll(id="disk-panel", classes="panel"):
-                yield Static(id="disk-body")
+                yield PlainStatic(id="disk-body")
             with Vertical(id="queue-panel", classes="panel"):
-                yield Static(id="queue-head")
-                yield DataTable(id="queue-table", cursor_type="row", zebra_stripes=True)
+                yield PlainStatic(id="queue-head")
+                yield PlainTable(id="queue-table", cursor_type="row", zebra_stripes=True)
             with Vertical(id="failure-panel", classes="panel"):
-                yield Static(id="health")
+                yield PlainStatic(id="health")
                 yield Input(placeholder="filter failures (class, cell, text)  esc: clear",
                             id="failure-filter")
-                yield DataTable(id="failure-table", cursor_type="row")
-                yield Static(id="failure-detail")
+                yield PlainTable(id="failure-table", cursor_type="row")
+                yield PlainStatic(id="failure-detail")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -105,18 +107,18 @@ class BoxScreen(CockpitScreen):
         self.seen_version = tracker.version
         palette = self.cockpit.palette
         inst = tracker.instance
-        title = Text(f"{inst.name}", style="bold")
-        title.append(f"  {tracker.profile.display_name}  {inst.host}  ")
-        title.append(state_text(tracker.state, self.cockpit.clock()))
+        title = remote_text(inst.name, style="bold")
+        title.append(visible(f"  {tracker.profile.display_name}  {inst.host}  "))
+        title.append(visible(state_text(tracker.state, self.cockpit.clock())))
         for alert in tracker.alerts(self.cockpit.clock()):
-            title.append(f"  ⚠ {alert}", style=palette.bad)
-        self.query_one("#box-title", Static).update(title)
-        self.query_one("#gpu-body", Static).update(gpu_panel(tracker, palette))
+            title.append(visible(f"  ⚠ {alert}"), style=palette.bad)
+        self.query_one("#box-title", PlainStatic).update(title)
+        self.query_one("#gpu-body", PlainStatic).update(gpu_panel(tracker, palette))
         self._sparklines()
-        self.query_one("#disk-body", Static).update(disk_panel(tracker, palette))
-        self.query_one("#queue-head", Static).update(queue_header(tracker, palette))
+        self.query_one("#disk-body", PlainStatic).update(disk_panel(tracker, palette))
+        self.query_one("#queue-head", PlainStatic).update(queue_header(tracker, palette))
         self._queue_rows()
-        self.query_one("#health", Static).update(health_lines(tracker, palette,
+        self.query_one("#health", PlainStatic).update(health_lines(tracker, palette,
                                                               self.cockpit.clock()))
         self._failure_rows(force)
 
@@ -126,7 +128,7 @@ class BoxScreen(CockpitScreen):
             spark_id = f"spark-{index}"
             found = sparks.query(f"#{spark_id}")
             if not found:
-                sparks.mount(Label(f"gpu{index} util, last {len(series.points)} samples",
+                sparks.mount(PlainLabel(f"gpu{index} util, last {len(series.points)} samples",
                                    classes="spark-label"))
                 sparks.mount(Sparkline(series.values(), summary_function=max, id=spark_id))
             else:
@@ -154,11 +156,11 @@ class BoxScreen(CockpitScreen):
         for event in shown:
             row: tuple[Text | str, ...] = (
                 clock_time(event.last_at), event.rule_id or "-",
-                Text(event.klass, style=palette.bad if event.severe else palette.warn),
-                event.cell, f"x{event.count}", event.message[:80])
+                remote_text(event.klass, style=palette.bad if event.severe else palette.warn),
+                remote_text(event.cell), f"x{event.count}", remote_text(event.message[:80]))
             upsert_row(table, self._event_key(event), FAILURE_COLUMNS, row)
         if not log.events:
-            self.query_one("#failure-detail", Static).update(
+            self.query_one("#failure-detail", PlainStatic).update(
                 Text("no failures seen in this session", style=palette.muted))
         else:
             self._show_detail()
@@ -169,7 +171,7 @@ class BoxScreen(CockpitScreen):
 
     def _show_detail(self) -> None:
         table = self.query_one("#failure-table", DataTable)
-        detail = self.query_one("#failure-detail", Static)
+        detail = self.query_one("#failure-detail", PlainStatic)
         if table.row_count == 0:
             detail.update("no events match the filter")
             return
@@ -177,7 +179,7 @@ class BoxScreen(CockpitScreen):
         event = next((e for e in self.tracker.failures.events if self._event_key(e) == key), None)
         if event is None:
             return
-        text = Text(f"{event.rule_id or 'exit'} {event.title}", style="bold")
+        text = remote_text(f"{event.rule_id or 'exit'} {event.title}", style="bold")
         where = f"{event.cell}.log:{event.line_no}" if event.line_no is not None else event.cell
         parts = [event.klass, where]
         if event.frame:
@@ -185,11 +187,11 @@ class BoxScreen(CockpitScreen):
         if event.exit_code is not None:
             parts.append(f"exit={event.exit_code}")
         parts.append(f"x{event.count} {clock_time(event.first_at)}-{clock_time(event.last_at)}")
-        text.append(" · " + " · ".join(parts) + "\n")
+        text.append(visible(" · " + " · ".join(parts)) + "\n")
         if event.retry is not None:
             text.append("same-config retry: allowed. " if event.retry else
                         "same-config retry: NO, fix first. ", style="bold")
-        text.append(f"fix: {event.remediation}")
+        text.append(visible(f"fix: {event.remediation}", one_line=False))
         detail.update(text)
 
     @on(DataTable.RowHighlighted, "#failure-table")

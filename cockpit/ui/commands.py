@@ -1,4 +1,7 @@
-"""Cockpit commands in Textual's command palette (ctrl+p)."""
+"""Cockpit commands in Textual's command palette (ctrl+p).
+
+Hit texts carry instance and platform names from the sweep and profiles: they are shown
+literally (Textual parses a str hit, and the matcher's highlight, as markup)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,10 @@ from collections.abc import Callable
 from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
+from textual.markup import escape
+
+from cockpit.models.text import visible
 
 
 class CockpitCommands(Provider):
@@ -32,12 +39,14 @@ class CockpitCommands(Provider):
 
     async def discover(self) -> Hits:
         for text, callback, help_text in self._commands():
-            yield DiscoveryHit(text, callback, help=help_text)
+            yield DiscoveryHit(Content(visible(text)), callback, text=visible(text),
+                               help=escape(visible(help_text)))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for text, callback, help_text in self._commands():
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), callback, help=help_text)
+                yield Hit(score, matcher.highlight(escape(visible(text))), callback, text=visible(text),
+                          help=escape(visible(help_text)))
 

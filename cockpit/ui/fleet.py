@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Footer, Header, Input
 
 from cockpit.ui.base import CockpitScreen
 from cockpit.ui.render import fleet_cells, state_cell
+from cockpit.ui.safe import PlainTable, shown
 
 COLUMNS = ("instance", "platform", "state", "GPU", "VRAM", "disk", "inodes",
            "mem", "queue", "log age", "alerts", "$/h")
@@ -31,7 +32,7 @@ def same(a: Text | str | None, b: Text | str) -> bool:
     return type(a) is type(b) and a == b
 
 
-class StableTable(DataTable[Any]):
+class StableTable(PlainTable):
     """A DataTable whose unchanged cells stay rendered across updates.
 
     Textual 8.2's DataTable keys its cell render cache on a table-wide update counter, so one
@@ -93,7 +94,10 @@ class StableTable(DataTable[Any]):
 
 def upsert_row(table: DataTable[Any], key: str, columns: tuple[str, ...],
                row: tuple[Text | str, ...]) -> None:
-    """Add the row, or update only those of its cells whose text or colour changed."""
+    """Add the row, or update only those of its cells whose text or colour changed.
+
+    Cells are made safe (`shown`) before they are compared: the table holds them that way."""
+    row = tuple(shown(value, one_line=True) for value in row)
     if key not in table.rows:
         table.add_row(*row, key=key)
         return

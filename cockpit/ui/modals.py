@@ -10,11 +10,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from cockpit.models.hostview import ClockCountdown
 from cockpit.models.profile import Profile
 from cockpit.models.snapshot import HostState, Reachability
+from cockpit.models.text import remote_text
+from cockpit.ui.safe import PlainStatic
 
 
 def banner_text(profile: Profile, countdowns: list[ClockCountdown], now: float) -> RenderableType:
@@ -25,32 +26,32 @@ def banner_text(profile: Profile, countdowns: list[ClockCountdown], now: float) 
     if not clocks:
         parts.append(Text("  none recorded for this platform"))
     for clock in clocks:
-        head = Text(f"• {clock.name}", style="bold")
+        head = remote_text(f"• {clock.name}", style="bold")
         head.append(f"  ({clock.duration})" if clock.duration else "  (no fixed length)")
         parts.append(head)
-        parts.append(Text(f"    starts: {clock.starts}"))
-        parts.append(Text(f"    destroys: {clock.destroys}"))
+        parts.append(remote_text(f"    starts: {clock.starts}"))
+        parts.append(remote_text(f"    destroys: {clock.destroys}"))
         if clock.note:
-            parts.append(Text(f"    {clock.note}"))
+            parts.append(remote_text(f"    {clock.note}"))
         for running in countdowns:
             if running.clock.id == clock.id:
-                parts.append(Text(f"    RUNNING on {running.instance}: {running.text(now)}",
+                parts.append(remote_text(f"    RUNNING on {running.instance}: {running.text(now)}",
                                   style="bold reverse"))
     billing = profile.billing
     parts.append(Text(""))
     parts.append(Text("Billing while stopped", style="bold underline"))
     verdict = "a stopped box STILL BILLS" if billing.stopped_still_bills else "a stopped box stops billing"
-    parts.append(Text(f"  {verdict}: {billing.while_stopped}"))
-    parts += [Text(f"  • {trap}") for trap in billing.traps]
+    parts.append(remote_text(f"  {verdict}: {billing.while_stopped}"))
+    parts += [remote_text(f"  • {trap}") for trap in billing.traps]
     meter = profile.meter
-    parts.append(Text(f"  To stop the meter: {meter.stop_verb}"
+    parts.append(remote_text(f"  To stop the meter: {meter.stop_verb}"
                       f"{' (IRREVERSIBLE)' if meter.irreversible else ''}"))
     if profile.conveniences.items:
         parts.append(Text(""))
         parts.append(Text("Conveniences", style="bold underline"))
-        parts += [Text(f"  • {item}") for item in profile.conveniences.items]
+        parts += [remote_text(f"  • {item}") for item in profile.conveniences.items]
     parts.append(Text(""))
-    parts.append(Text(f"Facts verified {profile.danger_clocks.verified} "
+    parts.append(remote_text(f"Facts verified {profile.danger_clocks.verified} "
                       f"(profile {profile.platform}.yaml)."))
     return Group(*parts)
 
@@ -74,11 +75,11 @@ class DangerBanner(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(Text(f"First contact with {self.profile.display_name}: read before you "
+            yield PlainStatic(remote_text(f"First contact with {self.profile.display_name}: read before you "
                               f"rent, stop or destroy", style="bold"), id="dialog-title")
             with VerticalScroll(id="dialog-body"):
-                yield Static(banner_text(self.profile, self.countdowns, self.now))
-            yield Static("a: acknowledge     esc: remind me next launch", id="dialog-keys")
+                yield PlainStatic(banner_text(self.profile, self.countdowns, self.now))
+            yield PlainStatic("a: acknowledge     esc: remind me next launch", id="dialog-keys")
 
     def action_acknowledge(self) -> None:
         self.dismiss(True)
@@ -92,15 +93,15 @@ def host_key_text(state: HostState, where: str) -> RenderableType:
     key = state.host_key
     parts: list[RenderableType] = []
     if key is None:
-        return Text(f"{state.instance}: no host key information")
+        return remote_text(f"{state.instance}: no host key information")
     if state.reachability is Reachability.KEY_CHANGED:
-        parts.append(Text(f"REFUSED: {state.instance} ({where}) presented a DIFFERENT host key",
+        parts.append(remote_text(f"REFUSED: {state.instance} ({where}) presented a DIFFERENT host key",
                           style="bold reverse"))
-        parts.append(Text(f"  presented: {key.algorithm} {key.fingerprint}"))
-        parts += [Text(f"  known:     {fp}") for fp in key.known_fingerprints]
+        parts.append(remote_text(f"  presented: {key.algorithm} {key.fingerprint}"))
+        parts += [remote_text(f"  known:     {fp}") for fp in key.known_fingerprints]
         parts.append(Text(""))
         parts.append(Text("What to check:", style="bold"))
-        parts += [Text(f"  • {line}") for line in (
+        parts += [remote_text(f"  • {line}") for line in (
             "Was the instance re-created? Rental platforms reuse host:port for new boxes "
             "(a recreated RunPod/vast.ai/AutoDL box gets a new key).",
             "Compare with the fingerprint the platform console or the box's first boot log shows.",
@@ -111,10 +112,10 @@ def host_key_text(state: HostState, where: str) -> RenderableType:
         parts.append(Text(""))
         parts.append(Text("A changed key can never be accepted from the cockpit.", style="bold"))
     else:
-        parts.append(Text(f"{state.instance} ({where}) presented an UNKNOWN host key",
+        parts.append(remote_text(f"{state.instance} ({where}) presented an UNKNOWN host key",
                           style="bold"))
-        parts.append(Text(f"  {key.algorithm}"))
-        parts.append(Text(f"  {key.fingerprint}", style="bold"))
+        parts.append(remote_text(f"  {key.algorithm}"))
+        parts.append(remote_text(f"  {key.fingerprint}", style="bold"))
         parts.append(Text(""))
         parts.append(Text("Compare it with the fingerprint from the platform console (or "
                           "`ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub` on the box) before "
@@ -143,11 +144,11 @@ class HostKeyScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         title = "Host key REFUSED" if self.changed else "Unknown host key"
         with Vertical(id="dialog"):
-            yield Static(Text(title, style="bold"), id="dialog-title")
+            yield PlainStatic(Text(title, style="bold"), id="dialog-title")
             with VerticalScroll(id="dialog-body"):
-                yield Static(host_key_text(self.state, self.where))
+                yield PlainStatic(host_key_text(self.state, self.where))
             keys = "esc: close" if self.changed else "y: approve     esc: do not approve"
-            yield Static(keys, id="dialog-keys")
+            yield PlainStatic(keys, id="dialog-keys")
 
     def action_approve(self) -> None:
         if not self.changed:
@@ -175,10 +176,10 @@ class HelpScreen(ModalScreen[None]):
             text.append(f"{description}\n")
         text.append("\nctrl+p opens the command palette (host: reconnect, theme: …, open box …).")
         with Vertical(id="dialog"):
-            yield Static(Text("Keys", style="bold"), id="dialog-title")
+            yield PlainStatic(Text("Keys", style="bold"), id="dialog-title")
             with VerticalScroll(id="dialog-body"):
-                yield Static(text)
-            yield Static("esc: close", id="dialog-keys")
+                yield PlainStatic(text)
+            yield PlainStatic("esc: close", id="dialog-keys")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -14,9 +14,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
 from cockpit.models.preflight import Level
+from cockpit.models.text import remote_text
+from cockpit.ui.safe import PlainStatic
 
 if TYPE_CHECKING:
     from cockpit.ui.app import CockpitApp
@@ -34,9 +36,9 @@ class ReportScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(Text(self.title_text, style="bold"), id="dialog-title")
+            yield PlainStatic(remote_text(self.title_text, style="bold"), id="dialog-title")
             with VerticalScroll(id="dialog-body"):
-                yield Static(self.body, id="report-body")
+                yield PlainStatic(self.body, id="report-body")
             yield Footer()
 
     def action_close(self) -> None:
@@ -56,17 +58,20 @@ async def run_operation(app: CockpitApp, name: str, verb: str) -> None:
         report = await preflight_instance(inst, tracker.profile, sweep, app.loaded.directory)
         style = {Level.PASS: app.palette.ok, Level.WARN: app.palette.warn, Level.FAIL: app.palette.bad}
         app.push_screen(ReportScreen(f"Preflight {name}: {report.level.name}",
-                                     Text(report_text(report), style=style[report.level])))
+                                     remote_text(report_text(report), style=style[report.level],
+                                                 one_line=False)))
         return
     factory = app.box_factory(name, fresh=True)
     box, owned = await factory()
     try:
         text = await control(box, inst, tracker.profile, sweep.sweep, verb)
-        app.push_screen(ReportScreen(f"{verb} {name}: done", Text(text)))
+        app.push_screen(ReportScreen(f"{verb} {name}: done", remote_text(text, one_line=False)))
     except LaunchRefused as exc:
-        app.push_screen(ReportScreen(f"{verb} {name}: refused", Text(str(exc), style=app.palette.bad)))
+        app.push_screen(ReportScreen(f"{verb} {name}: refused",
+                                     remote_text(str(exc), style=app.palette.bad, one_line=False)))
     except Exception as exc:  # an unreachable box: shown, not raised
-        app.push_screen(ReportScreen(f"{verb} {name}: failed", Text(str(exc), style=app.palette.bad)))
+        app.push_screen(ReportScreen(f"{verb} {name}: failed",
+                                     remote_text(str(exc), style=app.palette.bad, one_line=False)))
     finally:
         if owned:
             await box.close()

@@ -21,6 +21,7 @@ from cockpit.models.profile import StorageTier
 from cockpit.models.queue import CellState, CellView
 from cockpit.models.snapshot import NA, HostState, Mount, Reachability
 from cockpit.models.summary import log_age, mean_util, pct, state_text, worst, worst_disk, worst_inodes
+from cockpit.models.text import remote_text, visible
 
 BAR_WIDTH = 12
 
@@ -54,8 +55,9 @@ class Palette:
 
 
 def styled(text: str, style: str) -> Text:
-    """`text` in `style` (empty style = default colour)."""
-    return Text(text, style=style or "")
+    """`text` in `style` (empty style = default colour), shown literally: never markup,
+    controls made visible, since a cell's text may come from the box."""
+    return remote_text(text, style=style or "")
 
 
 def bar(value: float | NA, style: str, width: int = BAR_WIDTH) -> Text:
@@ -111,7 +113,7 @@ def fleet_cells(tracker: HostTracker, palette: Palette, now: float) -> dict[str,
         "disk": styled(pct(disk), palette.fill(disk)),
         "inodes": styled(pct(inodes), palette.fill(inodes)),
         "mem": styled(pct(memory), palette.fill(memory)),
-        "queue": tracker.queue_view().summary,
+        "queue": remote_text(tracker.queue_view().summary),
         "log age": log_age(snap),
         "alerts": styled(str(len(alerts)) if alerts else "-", palette.bad if alerts else palette.muted),
     }
@@ -132,8 +134,8 @@ def gpu_panel(tracker: HostTracker, palette: Palette) -> RenderableType:
     if snap is None:
         return Text("waiting for the first probe record…")
     if not snap.gpu.gpus:
-        return Text(f"no GPU readings: {snap.gpu.message or snap.gpu.status.value}",
-                    style=palette.muted)
+        return remote_text(f"no GPU readings: {snap.gpu.message or snap.gpu.status.value}",
+                           style=palette.muted)
     table = Table(box=None, pad_edge=False, expand=True)
     table.add_column("#", no_wrap=True)
     table.add_column("GPU", no_wrap=True, overflow="ellipsis", max_width=14)
@@ -146,11 +148,11 @@ def gpu_panel(tracker: HostTracker, palette: Palette) -> RenderableType:
         if not isinstance(gpu.power_limit_w, NA) and not isinstance(gpu.power_w, NA):
             power += f"/{gpu.power_limit_w:.0f}"
         table.add_row(
-            str(gpu.index), gpu.name.replace("NVIDIA ", ""),
+            Text(str(gpu.index)), remote_text(gpu.name.replace("NVIDIA ", "")),
             styled(pct(gpu.util_pct), palette.busy(gpu.util_pct)),
             styled(mem, palette.fill(gpu.mem_pct, 90, 97)),
             styled(fmt_num(gpu.temp_c, "C"), palette.fill(gpu.temp_c, 80, 88)),
-            power, fmt_num(gpu.sm_clock_mhz, "MHz"),
+            Text(power), Text(fmt_num(gpu.sm_clock_mhz, "MHz")),
         )
     procs = [(gpu.index, p) for gpu in snap.gpu.gpus for p in gpu.processes]
     lines: list[RenderableType] = [table]
@@ -179,7 +181,7 @@ def tier_for(tracker: HostTracker, mount: Mount) -> StorageTier | None:
 def _survival(tier: StorageTier | None, palette: Palette) -> Text:
     if tier is None:
         return Text("(not a profile tier)", style=palette.muted)
-    out = Text(f"{tier.label}: ")
+    out = remote_text(f"{tier.label}: ")
     out.append("survives stop" if tier.survives_stop else "LOST on stop",
                style=palette.ok if tier.survives_stop else palette.bad)
     out.append(", ")
@@ -197,13 +199,13 @@ def disk_panel(tracker: HostTracker, palette: Palette) -> RenderableType:
         return Text("waiting for the first probe record…")
     parts: list[RenderableType] = []
     for mount in snap.mounts:
-        head = Text(mount.path, style="bold")
+        head = remote_text(mount.path, style="bold")
         if not isinstance(mount.fstype, NA):
-            head.append(f"  {mount.fstype}", style=palette.muted)
+            head.append(visible(f"  {mount.fstype}"), style=palette.muted)
         parts.append(head)
         parts.append(_survival(tier_for(tracker, mount), palette))
         if mount.error:
-            parts.append(Text(f"  {mount.error}", style=palette.bad))
+            parts.append(remote_text(f"  {mount.error}", style=palette.bad))
             continue
         trend = tracker.mount_trend(mount)
         line = Text("bytes  ")
@@ -216,7 +218,7 @@ def disk_panel(tracker: HostTracker, palette: Palette) -> RenderableType:
                     style=palette.muted)
         parts.append(line)
     mem = snap.memory
-    line = Text(f"memory ({mem.source}) ")
+    line = remote_text(f"memory ({mem.source}) ")
     line.append_text(bar(mem.pct, palette.fill(mem.pct)))
     if not isinstance(mem.current_bytes, NA):
         limit = "no limit" if isinstance(mem.max_bytes, NA) else format_bytes(mem.max_bytes)
@@ -254,7 +256,7 @@ def queue_header(tracker: HostTracker, palette: Palette) -> Text:
     if view.start_index is not None:
         queue = inst.queue or "QUEUE"
         out.append(f"\nresume at start_index {view.start_index}: ")
-        out.append(f"bash run_queue.sh {queue} {view.start_index}", style="bold")
+        out.append(visible(f"bash run_queue.sh {queue} {view.start_index}"), style="bold")
     return out
 
 
@@ -263,7 +265,7 @@ def cell_row(cell: CellView, palette: Palette) -> tuple[Text | str, ...]:
     style = {CellState.OK: palette.ok, CellState.FAILED: palette.bad,
              CellState.INTERRUPTED: palette.warn, CellState.RUNNING: palette.warn,
              CellState.PENDING: palette.muted}[cell.state]
-    return (str(cell.index), cell.name, styled(cell.state_text, style),
+    return (str(cell.index), remote_text(cell.name), styled(cell.state_text, style),
             f"{cell.epoch}/{cell.epochs}" if cell.epoch else f"-/{cell.epochs}",
             format_duration(cell.elapsed_s) if cell.elapsed_s is not None else "",
             format_duration(cell.eta_s) if cell.eta_s is not None else "")
@@ -288,7 +290,7 @@ def health_lines(tracker: HostTracker, palette: Palette, now: float) -> Text:
             text.append("\n")
         text.append("⚠ " if judgement.alarm else "· ",
                     style=palette.bad if judgement.alarm else palette.muted)
-        text.append(judgement.text, style="bold" if judgement.alarm else palette.muted)
+        text.append(visible(judgement.text), style="bold" if judgement.alarm else palette.muted)
         if judgement.rule_id:
             text.append(f" ({judgement.rule_id})", style=palette.muted)
     if len(shown) > 4:
