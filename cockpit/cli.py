@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import sys
 from collections.abc import Sequence
@@ -20,6 +19,27 @@ if TYPE_CHECKING:
     from cockpit.services.sweepfile import LoadedSweep
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_INVALID = 0, 1, 2
+
+
+def _say(text: object, *, err: bool = False, end: str = "\n") -> None:
+    """The CLI's one way to print text (stdout, or stderr with `err`).
+
+    Everything printed may carry what a box chose: file, cell and GPU names, log excerpts,
+    command output, error messages. It passes `visible()` with newlines kept and nothing cut,
+    so an OSC 52, a CSI 2J or a bidi override is shown to the user instead of being obeyed by
+    the terminal, and an undecodable byte prints as `\\xNN` instead of raising.
+    """
+    from cockpit.models.text import visible
+
+    stream = sys.stderr if err else sys.stdout
+    stream.write(visible(str(text), one_line=False, limit=0) + end)
+
+
+def _say_json(document: object) -> None:
+    """A JSON document on stdout: exact values, nothing a terminal obeys (`json_text`)."""
+    from cockpit.models.text import json_text
+
+    sys.stdout.write(json_text(document) + "\n")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -132,7 +152,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _print_config_error(exc: Exception) -> int:
-    print(str(exc), file=sys.stderr)
+    _say(str(exc), err=True)
     return EXIT_INVALID
 
 
@@ -147,7 +167,7 @@ def _load_instance(sweep: Path, name: str) -> tuple[LoadedSweep, Instance] | int
     except ConfigError as exc:
         return _print_config_error(exc)
     except KeyError:
-        print(f"no instance {name!r} in {sweep}", file=sys.stderr)
+        _say(f"no instance {name!r} in {sweep}", err=True)
         return EXIT_INVALID
 
 
@@ -162,7 +182,7 @@ def _load_instances(sweep: Path, names: list[str]) -> tuple[LoadedSweep, list[In
     except ConfigError as exc:
         return _print_config_error(exc)
     except KeyError as exc:
-        print(f"no instance {exc.args[0]!r} in {sweep}", file=sys.stderr)
+        _say(f"no instance {exc.args[0]!r} in {sweep}", err=True)
         return EXIT_INVALID
 
 
@@ -174,11 +194,11 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
         loaded = svc.load_all()
         for name, prof in sorted(loaded.profiles.items()):
             clocks = len(prof.danger_clocks.clocks)
-            print(f"{name:<12} {prof.display_name:<28} meter-stop: {prof.meter.stop_verb}"
-                  f"{' (irreversible)' if prof.meter.irreversible else ''}; "
-                  f"{clocks} danger clock(s)")
+            _say(f"{name:<12} {prof.display_name:<28} meter-stop: {prof.meter.stop_verb}"
+                 f"{' (irreversible)' if prof.meter.irreversible else ''}; "
+                 f"{clocks} danger clock(s)")
         for problem in loaded.problems:
-            print(problem, file=sys.stderr)
+            _say(problem, err=True)
         return EXIT_INVALID if loaded.problems else EXIT_OK
     if args.action == "show":
         try:
@@ -187,7 +207,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
             return _print_config_error(exc)
         import yaml
 
-        print(yaml.safe_dump(prof.model_dump(mode="json"), allow_unicode=True, sort_keys=False))
+        _say(yaml.safe_dump(prof.model_dump(mode="json"), allow_unicode=True, sort_keys=False))
         return EXIT_OK
     # check
     today = args.today
@@ -196,23 +216,23 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
 
         today = dt.date.today().strftime("%Y-%m")
     if not re.fullmatch(r"\d{4}-(0[1-9]|1[0-2])", today):
-        print(f"--today must be YYYY-MM, got {today!r}", file=sys.stderr)
+        _say(f"--today must be YYYY-MM, got {today!r}", err=True)
         return EXIT_INVALID
     paths = svc.profile_paths(args.dir) if args.dir else None
     if paths is not None and not paths:
-        print(f"{args.dir}: no *.yaml profiles found", file=sys.stderr)
+        _say(f"{args.dir}: no *.yaml profiles found", err=True)
         return EXIT_INVALID
     loaded = svc.load_all(paths)
     if loaded.problems:
         for problem in loaded.problems:
-            print(problem, file=sys.stderr)
+            _say(problem, err=True)
         return EXIT_INVALID
     stale = svc.stale_facts(loaded.profiles.values(), today, args.max_age_months)
-    print(f"{len(loaded.profiles)} profile(s) valid; checked against {today}, "
-          f"max age {args.max_age_months} month(s)")
+    _say(f"{len(loaded.profiles)} profile(s) valid; checked against {today}, "
+         f"max age {args.max_age_months} month(s)")
     for fact in stale:
-        print(f"STALE {fact.platform}.{fact.group}: verified {fact.verified} "
-              f"({fact.age_months} months ago)")
+        _say(f"STALE {fact.platform}.{fact.group}: verified {fact.verified} "
+             f"({fact.age_months} months ago)")
     return EXIT_SOME_FAILED if stale else EXIT_OK
 
 
@@ -228,11 +248,11 @@ def _cmd_classify(args: argparse.Namespace) -> int:
     reports = classify_paths(rulebook, args.files, sys.stdin.buffer)
     for report in reports:
         if report.error:
-            print(f"{report.path}: {report.error}", file=sys.stderr)
+            _say(f"{report.path}: {report.error}", err=True)
     if args.json:
-        print(json.dumps(report_json(reports), indent=2, ensure_ascii=False))
+        _say_json(report_json(reports))
     else:
-        sys.stdout.write(report_text(reports))
+        _say(report_text(reports), end="")
     if any(r.error for r in reports):
         return EXIT_INVALID
     return EXIT_SOME_FAILED if any(r.severe for r in reports) else EXIT_OK
@@ -268,7 +288,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                     continue
                 def stage(text: str, name: str = inst.name) -> None:
                     if not args.json:
-                        print(f"{name}: {text}", file=sys.stderr)
+                        _say(f"{name}: {text}", err=True)
 
                 try:
                     reports.append(await run_verification(
@@ -280,11 +300,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     reports = asyncio.run(run_all())
     if args.json:
-        print(json.dumps({"sweep": loaded.sweep.sweep, "instances": [report_json(r) for r in reports]},
-                         indent=2, ensure_ascii=False))
+        _say_json({"sweep": loaded.sweep.sweep, "instances": [report_json(r) for r in reports]})
     else:
         for report in reports:
-            print(report_text(report))
+            _say(report_text(report))
     ok = all(r.verification is not None and r.verification.complete for r in reports)
     return EXIT_OK if ok else EXIT_SOME_FAILED
 
@@ -298,11 +317,10 @@ def _cmd_preflight(args: argparse.Namespace) -> int:
     loaded, chosen = found
     reports = asyncio.run(svc.preflight(loaded.sweep, loaded.profiles, loaded.directory, chosen))
     if args.json:
-        print(json.dumps({"sweep": loaded.sweep.sweep, "instances": [svc.report_json(r) for r in reports]},
-                         indent=2, ensure_ascii=False))
+        _say_json({"sweep": loaded.sweep.sweep, "instances": [svc.report_json(r) for r in reports]})
     else:
         for report in reports:
-            print(svc.report_text(report))
+            _say(svc.report_text(report))
     return svc.exit_code(reports)
 
 
@@ -317,15 +335,14 @@ def _cmd_queue_control(args: argparse.Namespace) -> int:
         return found
     loaded, inst = found
     if args.command == "stop" and args.confirm != inst.name:
-        print(f"--confirm {args.confirm!r} is not the instance name {inst.name!r}: nothing stopped",
-              file=sys.stderr)
+        _say(f"--confirm {args.confirm!r} is not the instance name {inst.name!r}: nothing stopped", err=True)
         return EXIT_INVALID
     queue_text = None
     if args.command == "launch" and args.queue is not None:
         try:
             queue_text = args.queue.read_text(encoding="utf-8")
         except OSError as exc:
-            print(f"{args.queue}: {exc.strerror or exc}", file=sys.stderr)
+            _say(f"{args.queue}: {exc.strerror or exc}", err=True)
             return EXIT_INVALID
 
     async def run() -> str:
@@ -337,12 +354,12 @@ def _cmd_queue_control(args: argparse.Namespace) -> int:
             await box.close()
 
     try:
-        print(f"{inst.name}: {asyncio.run(run())}")
+        _say(f"{inst.name}: {asyncio.run(run())}")
     except LaunchRefused as exc:
-        print(f"refused: {exc}", file=sys.stderr)
+        _say(f"refused: {exc}", err=True)
         return EXIT_SOME_FAILED
     except Exception as exc:  # a box that cannot be reached
-        print(f"{inst.name}: {exc}", file=sys.stderr)
+        _say(f"{inst.name}: {exc}", err=True)
         return EXIT_SOME_FAILED
     return EXIT_OK
 
@@ -375,13 +392,13 @@ def _cmd_discover(args: argparse.Namespace) -> int:
         try:
             queues = asyncio.run(one(host))
         except Exception as exc:  # unreachable, refused key: reported per host
-            print(f"{host}: {exc}", file=sys.stderr)
+            _say(f"{host}: {exc}", err=True)
             failed = True
             continue
         if not queues:
-            print(f"{host}: no running run_queue*.sh found", file=sys.stderr)
+            _say(f"{host}: no running run_queue*.sh found", err=True)
         found.append((host, args.profile, queues))
-    print(sweep_document(args.name, found, configs or None), end="")
+    _say(sweep_document(args.name, found, configs or None), end="")
     return EXIT_SOME_FAILED if failed or not any(q for _, _, q in found) else EXIT_OK
 
 
@@ -393,7 +410,7 @@ def _cmd_teardown(args: argparse.Namespace) -> int:
         return found
     loaded, inst = found
     pull_dir = (loaded.directory / loaded.sweep.pull_dir).resolve()
-    print(plan_text(inst, loaded.profiles[inst.profile], pull_dir))
+    _say(plan_text(inst, loaded.profiles[inst.profile], pull_dir))
     return EXIT_OK
 
 
@@ -411,22 +428,20 @@ def _cmd_status(args: argparse.Namespace) -> int:
         status_once(loaded.sweep, loaded.profiles, loaded.directory, timeout=args.timeout)
     )
     if args.json:
-        print(json.dumps(status_document(results, loaded.sweep.sweep), indent=2,
-                         ensure_ascii=False))
+        _say_json(status_document(results, loaded.sweep.sweep))
     else:
         from rich.console import Console
 
-        Console().print(status_table(results))
+        Console(markup=False, highlight=False).print(status_table(results))
         for res in results:
             key = res.state.host_key
             if key is not None:
                 verb = "REFUSED: changed" if res.state.reachability.value == "key-changed" else (
                     "unknown")
-                print(f"{res.instance.name}: {verb} host key {key.algorithm} {key.fingerprint}",
-                      file=sys.stderr)
+                _say(f"{res.instance.name}: {verb} host key {key.algorithm} {key.fingerprint}", err=True)
                 if verb == "unknown":
-                    print(f"  verify it out of band, then: cockpit trust {args.sweep} "
-                          f"{res.instance.name} --fingerprint {key.fingerprint}", file=sys.stderr)
+                    _say(f"  verify it out of band, then: cockpit trust {args.sweep} "
+                         f"{res.instance.name} --fingerprint {key.fingerprint}", err=True)
     return EXIT_OK if all(r.snapshot is not None for r in results) else EXIT_SOME_FAILED
 
 
@@ -441,14 +456,13 @@ def _cmd_trust(args: argparse.Namespace) -> int:
     try:
         info = asyncio.run(ssh.approve_host_key(target, args.fingerprint))
     except ssh.HostKeyProblem as exc:
-        print(f"refused: {exc}. A changed key is never accepted here; check the platform "
-              f"console for the instance's real fingerprint and fix known_hosts by hand.",
-              file=sys.stderr)
+        _say(f"refused: {exc}. A changed key is never accepted here; check the platform "
+             f"console for the instance's real fingerprint and fix known_hosts by hand.", err=True)
         return EXIT_SOME_FAILED
     except (ValueError, OSError) as exc:
-        print(f"not trusted: {exc}", file=sys.stderr)
+        _say(f"not trusted: {exc}", err=True)
         return EXIT_SOME_FAILED
-    print(f"trusted {info.algorithm} {info.fingerprint} for {target.host}:{target.port}")
+    _say(f"trusted {info.algorithm} {info.fingerprint} for {target.host}:{target.port}")
     return EXIT_OK
 
 
@@ -464,10 +478,10 @@ def _cmd_screenshots(args: argparse.Namespace) -> int:
     try:
         written = write_screenshots(args.out)
     except (RuntimeError, TimeoutError) as exc:
-        print(f"screenshots failed: {exc}", file=sys.stderr)
+        _say(f"screenshots failed: {exc}", err=True)
         return EXIT_SOME_FAILED
     for path in written:
-        print(path)
+        _say(path)
     return EXIT_OK
 
 

@@ -14,6 +14,7 @@ from typing import IO, Any
 
 from cockpit.models.classify import Finding, LogClassifier
 from cockpit.models.rules import Rulebook
+from cockpit.models.text import visible
 
 BLOCK = 16 << 20
 
@@ -82,24 +83,28 @@ def classify_paths(rulebook: Rulebook, paths: Iterable[str], stdin: IO[bytes]) -
 
 
 def report_text(reports: list[FileReport]) -> str:
-    """One block per event: where, which rule and class, the excerpt, the fix."""
+    """One block per event: where, which rule and class, the excerpt, the fix.
+
+    Each line passes `visible()`: the excerpt and frame are the log's own text, the path may
+    be a name the box chose, and extra rule files are the user's but cheap to treat alike."""
     out: list[str] = []
     for report in reports:
         if report.error:
             continue
+        path = visible(report.path)
         if not report.events:
-            out.append(f"{report.path}: no failure found ({report.bytes_read} bytes)\n")
+            out.append(f"{path}: no failure found ({report.bytes_read} bytes)\n")
             continue
         for event in sorted(report.events.values(), key=lambda e: e.first.line_no):
             f = event.first
             times = f" x{event.count}" if event.count > 1 else ""
-            out.append(f"{report.path}:{f.line_no}: {f.rule.id} [{f.rule.klass}] "
-                       f"{f.rule.spec.title}{times}\n")
-            out.append(f"    {f.excerpt}\n")
+            out.append(f"{path}:{f.line_no}: " + visible(f"{f.rule.id} [{f.rule.klass}] "
+                                                        f"{f.rule.spec.title}{times}") + "\n")
+            out.append(f"    {visible(f.excerpt)}\n")
             if f.frame:
-                out.append(f"    at {f.frame}\n")
+                out.append(f"    at {visible(f.frame)}\n")
             retry = "retry allowed" if f.rule.spec.retry else "do not retry blindly"
-            out.append(f"    fix ({retry}): {f.rule.remediation}\n")
+            out.append(f"    fix ({retry}): {visible(f.rule.remediation, one_line=False)}\n")
     return "".join(out)
 
 

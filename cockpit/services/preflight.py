@@ -10,6 +10,7 @@ from pathlib import Path
 from cockpit.models.preflight import Level, PreflightFacts, PreflightReport, evaluate
 from cockpit.models.profile import Profile
 from cockpit.models.sweep import Instance, Sweep
+from cockpit.models.text import visible
 from cockpit.services.fleet import HostWatcher
 from cockpit.services.remote import Box, LocalBox, SshBox
 
@@ -76,12 +77,13 @@ async def preflight(sweep: Sweep, profiles: dict[str, Profile], sweep_dir: Path,
 
 
 def report_text(report: PreflightReport) -> str:
-    """One box for a terminal."""
-    lines = [f"== {report.instance}: {report.level.name}"]
+    """One box for a terminal (and the TUI's report screen): every line through `visible()`,
+    since reasons quote the box (GPU names, driver strings, error messages)."""
+    lines = [visible(f"== {report.instance}: {report.level.name}")]
     if report.error:
-        lines.append(f"FAIL    {report.error}")
+        lines.append(visible(f"FAIL    {report.error}"))
     for check in report.checks:
-        lines.append(f"{check.level.name:<7} {check.name}: {check.reason}")
+        lines.append(visible(f"{check.level.name:<7} {check.name}: {check.reason}"))
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,8 @@
-"""Render `cockpit status` results as JSON documents or a terminal table."""
+"""Render `cockpit status` results as JSON documents or a terminal table.
+
+The table's cells carry text from the boxes (nvidia-smi's messages, state details): each is a
+plain `Text` made with `remote_text`, never a str, which Rich would parse as markup (a message
+`[/x]` raised MarkupError) and whose escapes would reach the terminal."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from typing import Any
 
 from cockpit.models.snapshot import NA, HostSnapshot, Reachability
 from cockpit.models.summary import mean_util, pct, queue_state, worst_disk, worst_inodes
+from cockpit.models.text import remote_text
 from cockpit.services.fleet import InstanceStatus
 
 
@@ -76,6 +81,9 @@ def status_document(results: list[InstanceStatus], sweep_name: str) -> dict[str,
             "since": _iso(state.since),
             "detail": state.detail,
             "host_key": to_jsonable(state.host_key),
+            "bad_records": state.bad_records,
+            "bad_reason": state.bad_reason,
+            "watcher_crashes": state.crashes,
         }
         if res.snapshot is not None:
             doc.update(_snapshot_doc(res.snapshot))
@@ -98,20 +106,23 @@ def status_table(results: list[InstanceStatus]) -> Any:
             state += f" {res.state.host_key.fingerprint}"
         elif res.state.reachability is not Reachability.CONNECTED:
             state += f": {res.state.detail}"[:60]
+        if res.state.bad_records:  # the reason is in --json; a count needs no escaping
+            state += f" (bad record x{res.state.bad_records})"
         if snap is None:
-            table.add_row(res.instance.name, res.instance.profile, state, *["-"] * 7)
-            continue
-        gpus = snap.gpu.gpus
-        table.add_row(
-            res.instance.name,
-            res.instance.profile,
-            state,
-            str(len(gpus)) if gpus else snap.gpu.message or snap.gpu.status.value,
-            pct(mean_util(snap)),
-            pct(worst_disk(snap)),
-            pct(worst_inodes(snap)),
-            pct(snap.memory.pct),
-            queue_state(snap),
-            _iso(snap.observed_at),
-        )
+            cells = [res.instance.name, res.instance.profile, state, *["-"] * 7]
+        else:
+            gpus = snap.gpu.gpus
+            cells = [
+                res.instance.name,
+                res.instance.profile,
+                state,
+                str(len(gpus)) if gpus else snap.gpu.message or snap.gpu.status.value,
+                pct(mean_util(snap)),
+                pct(worst_disk(snap)),
+                pct(worst_inodes(snap)),
+                pct(snap.memory.pct),
+                queue_state(snap),
+                _iso(snap.observed_at),
+            ]
+        table.add_row(*(remote_text(cell) for cell in cells))
     return table
