@@ -25,6 +25,7 @@ import pytest
 
 from cockpit.models.gate import GateError, GateState
 from cockpit.services import ssh
+from cockpit.services.audit import read_audit
 from cockpit.services.custody import Custody
 from cockpit.services.remote import Box, SshBox
 from cockpit.services.sweepfile import load_sweep
@@ -224,8 +225,12 @@ def test_nohup_queue_crashed_cell_gate_holds_until_excluded_or_rerun(sshd: Sshd,
             custody, before = asyncio.run(verify_then_exclude(sweep, CRASHED))
             assert before is GateState.LOCKED, before
             assert custody.gate.state is GateState.VERIFIED, custody.gate.state
-            verification = custody.report.verification if custody.report else None
-            assert verification is not None and verification.summary.startswith("2/2 loaded")
+            report = custody.report
+            assert report is not None and report.verification is not None, report
+            assert report.verification.summary.startswith("2/2 loaded"), report.verification.summary
+            assert report.marker is not None and not report.marker.is_relative_to(folder), report.marker
+            (record,) = [r for r in read_audit() if r.get("event") == "exclude"]
+            assert (record["cell"], record["typed"]) == (CRASHED, CRASHED), record
 
         # 5b. Re-run the crashed cell the runbook's way (config fixed, resumed at its index,
         # master log appended), aggregate again: 3/3, exit 0.
