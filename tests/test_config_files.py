@@ -217,10 +217,9 @@ def test_broken_profile_names_file_line_and_field(
     [
         ("  stop_verb: 关机\n", "    stop_verb: 关机\n", "    stop_verb: 关机"),  # over-indented
         ("\ndetach:\n", "\ndetach:\n\tprimitive: tmux\n", "\tprimitive"),  # a tab
-        ("  keeps: [/, /root/autodl-tmp, /root/autodl-fs]\n      destroys: []\n      manual_steps:\n"
-         "        - \"In the AutoDL web console find",
-         "  keeps: [/, /root/autodl-tmp, /root/autodl-fs\n      destroys: []\n      manual_steps:\n"
-         "        - \"In the AutoDL web console find", "      destroys: []"),  # unclosed [
+        ("  keeps: [/root/autodl-fs]\n      destroys: [/, /root/autodl-tmp]\n",
+         "  keeps: [/root/autodl-fs\n      destroys: [/, /root/autodl-tmp]\n",
+         "      destroys: [/, /root/autodl-tmp]"),  # unclosed [
     ],
     ids=["indentation", "tab", "unclosed-flow-sequence"],
 )

@@ -79,7 +79,7 @@ async def test_verify_to_n_of_n_then_an_approved_audited_teardown(demo: Path, tm
         assert "vastai destroy instance demo-v1-0001" in output
         await pilot.press("q")
     assert "vastai destroy instance demo-v1-0001" in calls.read_text()[len(before):]
-    (record,) = [r for r in read_audit() if r.get("action") == "destroy"]
+    (record,) = [r for r in read_audit() if r.get("action") == "destroy" and r["event"] == "executed"]
     assert record["instance"] == "v1" and record["exit_code"] == 0 and record["typed"] == "v1"
     assert record["verified"] == "3/3 loaded" and len(record["manifest_sha256"]) == 64
 
@@ -112,7 +112,19 @@ async def test_a_failed_cell_is_excluded_only_by_typing_its_name(demo: Path, tmp
         assert custody.report is not None and custody.report.verification is not None
         assert custody.report.verification.expected == expected_before - 1
         assert custody.gate.state is GateState.LOCKED, "seg_small has not finished: still not N/N"
+        # RunPod's "Stop pod" is reversible but wipes the container disk: locked short of N/N.
+        await pilot.press("t")
+        await wait_until(pilot, lambda: isinstance(app.screen, TeardownScreen), 5, "teardown")
+        await pilot.pause(0.6)
+        table = app.screen.query_one("#teardown-table", DataTable)
+        assert list(k.value for k in table.rows)[0] == "stop"
+        assert str(table.get_cell("stop", "lock")).startswith("locked: needs N/N")
+        await pilot.press("a")
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, ConfirmByTyping), "no approval dialog while locked"
         await pilot.press("q")
+    pressed = [r for r in read_audit() if r.get("event") == "locked action pressed"]
+    assert pressed and pressed[-1]["action"] == "stop" and pressed[-1]["instance"] == "r1"
     (record,) = [r for r in read_audit() if r.get("event") == "exclude"]
     assert record["cell"] == "seg_big" and record["typed"] == "seg_big"
     assert "exit=1" in record["failure"] or "torch.save" in record["failure"] or record["failure"]
