@@ -117,7 +117,7 @@ async def test_a_failed_cell_is_excluded_only_by_typing_its_name(demo: Path, tmp
         await wait_until(pilot, lambda: isinstance(app.screen, TeardownScreen), 5, "teardown")
         await pilot.pause(0.6)
         table = app.screen.query_one("#teardown-table", DataTable)
-        assert list(k.value for k in table.rows)[0] == "stop"
+        assert next(k.value for k in table.rows) == "stop"
         assert str(table.get_cell("stop", "lock")).startswith("locked: needs N/N")
         await pilot.press("a")
         await pilot.pause(0.3)
