@@ -234,7 +234,7 @@ def parse_json(raw: bytes) -> object:
     except RecursionError:
         raise Refused("nested too deeply") from None
     except json.JSONDecodeError as exc:
-        raise Refused(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise Refused(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except ValueError as exc:  # int() past Python's own digit limit, if a hook ever lets it by
         raise Refused(describe(exc)) from None
     for text in _strings(doc):
