@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from cockpit.models.custody import CellStatus
 from cockpit.models.queue import CellState
 from cockpit.models.sweep import Instance, Launch
 from cockpit.services.launch import LaunchRefused
 from cockpit.services.remote import LocalBox
 from cockpit.services.slurm import cancel, recorded_jobs, states, submit
+from cockpit.services.verify import make_pool, run_verification
 from tests.slurmd import Slurm
 from tests.test_launch_sshd import TRAIN
 
@@ -79,6 +81,15 @@ async def test_array_job_states_and_scancel_of_our_jobs_only(slurm: Slurm, tmp_p
     for cell in ("a", "c"):
         assert (box_dir / "durable" / cell / "best.pth").exists()
     assert "Epoch 1/3" in (box_dir / "logs" / "b.log").read_text()
+    # Verification takes the scheduler's word as the cells' evidence: COMPLETED is proof,
+    # a failed task is FAILED ON BOX (with its log's cause), not a missing folder.
+    with make_pool(1) as pool:
+        report = await run_verification(box, inst, tmp_path / "pulled" / "s1", "sl", pool)
+    assert report.verification is not None, report.error
+    verdicts = {v.cell: v for v in report.verification.verdicts}
+    assert verdicts["a"].status is CellStatus.OK and verdicts["c"].status is CellStatus.OK
+    assert verdicts["b"].status is CellStatus.FAILED_ON_BOX, verdicts["b"]
+    assert verdicts["b"].cause is not None and "AssertionError" in verdicts["b"].cause.excerpt
     # A second, long queue of ours and a job that is not ours.
     (box_dir / "queue.txt").write_text("cfg/a.yaml t 200\n")
     (box_dir / "train.py").write_text("import time\ntime.sleep(120)\n")

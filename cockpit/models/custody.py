@@ -133,6 +133,8 @@ class Evidence:
                     f"queue_log, or exclude the cell by typing its name")
         if self.mark is Mark.FINISHED and self.exit_code is None:
             return f"garbled FINISHED mark ({self.line[:120]}): exit code unknown"
+        if self.line:  # the source said why (e.g. the scheduler ran no task of this cell)
+            return f"{self.line} — re-run it, or exclude it by typing its name"
         return (f"no FINISHED mark in {queue_log or 'the queue log'} (never run here, or the "
                 f"log was truncated by a resume) — re-run it, or exclude it by typing its name")
 

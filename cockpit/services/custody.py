@@ -21,10 +21,10 @@ from cockpit.models.gate import ApprovedPlan, Gate, GateError, GateState, Teardo
 from cockpit.models.profile import Profile
 from cockpit.models.sweep import Instance
 from cockpit.services.audit import append_audit
-from cockpit.services.pull import PullProgress, remote_manifest
+from cockpit.services.pull import PullProgress
 from cockpit.services.remote import Box
 from cockpit.services.teardown import ExecResult, confirm_by_hand, execute, record
-from cockpit.services.verify import VerifyReport, run_verification, write_marker
+from cockpit.services.verify import VerifyReport, remote_state, run_verification, write_marker
 
 BoxFactory = Callable[[], Awaitable[tuple[Box, bool]]]
 """Returns a box and whether the caller must close it (False when it reuses the fleet's)."""
@@ -135,12 +135,10 @@ class Custody:
         report = self.report
         if report is None or not report.expected or not self.instance.durable_root:
             raise GateError("nothing verified to compare with")
-        root, expected = self.instance.durable_root, report.expected
+        expected = report.expected
 
         async def go(box: Box) -> Manifest:
-            state = await remote_manifest(box, self.instance.name, root, self.instance.queue_log,
-                                          expected)
-            return state.manifest
+            return (await remote_state(box, self.instance, self.sweep, expected)).manifest
 
         manifest = await self._with_box(go)
         assert isinstance(manifest, Manifest)

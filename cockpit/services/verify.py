@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -24,6 +25,7 @@ from cockpit.models.custody import (
     RUNBOOK_MARKER,
     CellStatus,
     CellVerdict,
+    Evidence,
     FailureCause,
     Manifest,
     Mark,
@@ -34,6 +36,8 @@ from cockpit.models.custody import (
     runbook_problems,
 )
 from cockpit.models.queue import parse_queue_file
+from cockpit.models.slurm import PENDING as SLURM_PENDING
+from cockpit.models.slurm import RUNNING as SLURM_RUNNING
 from cockpit.models.sweep import Instance
 from cockpit.models.text import visible
 from cockpit.services.loadcheck import FileCheck, check_file, warm_worker
@@ -340,6 +344,51 @@ def read_marker(folder: Path) -> dict[str, object] | None:
     return doc if isinstance(doc, dict) and doc.get("schema") == MARKER_SCHEMA else None
 
 
+def is_slurm(instance: Instance) -> bool:
+    """A Slurm instance: its cells' evidence is the scheduler's, not a master log's."""
+    return instance.profile == "slurm"
+
+
+async def slurm_evidence(box: Box, instance: Instance, sweep: str,
+                         expected: tuple[str, ...]) -> dict[str, Evidence]:
+    """Each cell's evidence from the array jobs this cockpit submitted for the instance (task i
+    is cell i; a later job overrides an earlier one for the cells it ran): COMPLETED exit 0 is
+    the scheduler's proof of success; a terminal failure state is a FINISHED with its exit code
+    (1 when Slurm gives none); RUNNING is STARTED; pending or never submitted proves nothing."""
+    from cockpit.services.slurm import recorded_jobs, states
+
+    found: dict[str, Evidence] = {}
+    for job in recorded_jobs(sweep, instance.name):
+        for task, state in (await states(box, instance, job, len(expected))).items():
+            if not 1 <= task <= len(expected):
+                continue
+            cell = expected[task - 1]
+            line = f"slurm job {job}_{task}: {state.text}"
+            if state.state in SLURM_RUNNING:
+                found[cell] = Evidence(Mark.STARTED, None, line)
+            elif state.state == "COMPLETED" and not state.exit_code:
+                found[cell] = Evidence(Mark.FINISHED, 0, line)
+            elif state.state not in SLURM_PENDING:
+                found[cell] = Evidence(Mark.FINISHED, state.exit_code or 1, line)
+    return {cell: found.get(cell, Evidence(Mark.NONE, None, "no Slurm task of this cell ran "
+                                           "(or its job was not submitted by this cockpit)"))
+            for cell in expected}
+
+
+async def remote_state(box: Box, instance: Instance, sweep: str, expected: tuple[str, ...]) -> RemoteState:
+    """The remote manifest with each cell's evidence: the queue log's marks, or for a Slurm
+    instance the scheduler's states. Used for verification and for the fresh check before a
+    teardown runs, so both name the same state the same way."""
+    assert instance.durable_root is not None
+    state = await remote_manifest(box, instance.name, instance.durable_root,
+                                  None if is_slurm(instance) else instance.queue_log, expected)
+    if not is_slurm(instance):
+        return state
+    evidence = await slurm_evidence(box, instance, sweep, expected)
+    manifest = dataclasses.replace(state.manifest, evidence=tuple(evidence.items()))
+    return RemoteState(manifest, state.hasher, state.mark_lines)
+
+
 async def classify_failed(box: Box, instance: Instance, codes: Mapping[str, int]) -> dict[str, FailureCause]:
     """The classified cause of each cell that failed on the box, from the tail of its log
     (`run_logs/<cell>.log`, else the durable copy `<durable_root>/<cell>/<cell>.log`); a cell
@@ -422,8 +471,7 @@ async def run_verification(
         stage("reading the roster from the queue file")
         report.expected = await read_roster(box, instance)
         stage(f"hashing {len(report.expected)} cell folder(s) on the box")
-        report.state = await remote_manifest(box, instance.name, instance.durable_root,
-                                             instance.queue_log, report.expected)
+        report.state = await remote_state(box, instance, sweep, report.expected)
     except (VerifyError, ManifestError) as exc:
         report.error = str(exc)
         return report
