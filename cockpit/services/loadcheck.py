@@ -453,7 +453,9 @@ def load_checkpoint(path: str) -> tuple[bool, str]:
         return False, problem
     try:
         try:
-            obj = torch.load(path, weights_only=True, mmap=is_zip, map_location="cpu")
+            with warnings.catch_warnings():  # torch warns about what the file holds (its pickle
+                warnings.simplefilter("ignore")  # protocol...): the verdict is the answer, not them
+                obj = torch.load(path, weights_only=True, mmap=is_zip, map_location="cpu")
         except pickle.UnpicklingError:
             raise
         except Exception:
@@ -461,7 +463,9 @@ def load_checkpoint(path: str) -> tuple[bool, str]:
                 raise
             # Some filesystems refuse the mmap: load plainly (still weights-only); every
             # record was checked STORED and inside the file, so this reads at most its size.
-            obj = torch.load(path, weights_only=True, map_location="cpu")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                obj = torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:
         return False, f"refused by weights_only=True: it would load only unsafely ({describe(exc)})"
     except Exception as exc:  # any failure to load is the answer, not a crash
