@@ -62,15 +62,16 @@ def judge(tracker: HostTracker, now: float) -> list[Judgement]:
         reach = state.reachability
         label = "stale" if reach in (Reachability.STALE, Reachability.CONNECTING) else reach.value
         why = f" ({state.detail})" if state.detail else ""
-        return [Judgement(
+        stale = Judgement(
             "stale", f"{label} {format_duration(max(0.0, now - state.since))}",
             f"No fresh record from this box{why}. That says nothing about the run or its "
             "billing: nothing is judged dead from silence. The cockpit keeps trying by itself "
-            "(r: reconnect now).")]
+            "(r: reconnect now).")
+        return [stale, *_bad_records(tracker)]
     snap = tracker.snapshot
     if snap is None:
-        return []
-    out: list[Judgement] = []
+        return _bad_records(tracker)
+    out: list[Judgement] = _bad_records(tracker)
     out += _cells(tracker)
     out += _stall(tracker, snap)
     out += _disk(tracker, snap)
@@ -79,6 +80,21 @@ def judge(tracker: HostTracker, now: float) -> list[Judgement]:
     out += _zombies(tracker, snap)
     out += _hardware(tracker, snap)
     return out
+
+
+def _bad_records(tracker: HostTracker) -> list[Judgement]:
+    """Records from this box that could not be parsed: counted, with the latest reason.
+
+    Watching goes on (the rest of each record is used), but the box's numbers may be
+    incomplete, so it is an alarm on the box, never a silent drop."""
+    count = tracker.bad_records
+    if not count:
+        return []
+    return [Judgement(
+        "bad-record", f"bad record x{count}: {tracker.bad_reason}",
+        "Part of what this box sent could not be read (a number too long, a section out of "
+        "shape). The rest of each record is used and the box is still watched; what it "
+        "sent is data, never obeyed.", subject="bad record")]
 
 
 # -- cells ------------------------------------------------------------------------------------

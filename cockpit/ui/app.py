@@ -21,6 +21,7 @@ from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
+from textual.worker import Worker, WorkerState
 
 from cockpit.models.alerts import Alert, AlertLatch, material
 from cockpit.models.custody import FailureCause
@@ -104,6 +105,10 @@ class CockpitApp(App[int]):
         self._modals: deque[tuple[Callable[[], ModalScreen[Any]], Callable[[Any], None]]] = deque()
         self._prompted_keys: set[tuple[str, str, str]] = set()
         self.repaints = 0
+        self.fleet_errors = 0
+        """Fleet events that could not be absorbed (shown and dropped)."""
+        self.fleet_crashes = 0
+        """Times the fleet worker died and was restarted (shown in the title)."""
         self.first_frame_at: float | None = None
         self.custody: dict[str, Custody] = {}
         self.alert_latch = AlertLatch()
@@ -151,15 +156,38 @@ class CockpitApp(App[int]):
         """Run the fleet service (or the given event source) on the app's loop."""
         if self.source is not None:
             async for event in self.source():
-                self.absorb(event)
+                self.absorb_isolated(event)
             return
         self.fleet = Fleet(self.loaded.sweep, self.loaded.profiles, self.loaded.directory)
         self.fleet.start()
         try:
             async for event in self.fleet.events():
-                self.absorb(event)
+                self.absorb_isolated(event)
         finally:
             await self.fleet.stop()
+
+    def absorb_isolated(self, event: FleetEvent) -> None:
+        """`absorb`, but an event that fails is shown and dropped: one box's event must not
+        end the worker that feeds every box (they would all keep showing stale numbers)."""
+        try:
+            self.absorb(event)
+        except Exception as exc:  # isolation: one event, never the fleet
+            self.fleet_errors += 1
+            self.notify(f"an event could not be shown ({type(exc).__name__}: {exc})",
+                        title="cockpit", severity="error", timeout=10)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The fleet worker died anyway: say so in the title and a toast, and restart it."""
+        worker = event.worker
+        if worker.group != "fleet" or event.state is not WorkerState.ERROR:
+            return
+        self.fleet_crashes += 1
+        error = f"{type(worker.error).__name__}: {worker.error}"
+        self.sub_title = visible(f"{self.loaded.sweep.sweep} - the fleet watcher crashed "
+                                 f"{self.fleet_crashes}x, restarted ({error})"[:200])
+        self.notify(f"the fleet watcher crashed and was restarted: {error}",
+                    title="cockpit", severity="error", timeout=30)
+        self.set_timer(min(30.0, 2.0 ** self.fleet_crashes), self.watch_fleet)
 
     def absorb(self, event: FleetEvent) -> None:
         """Feed one event to its tracker; the next repaint shows it."""

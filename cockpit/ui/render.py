@@ -124,7 +124,14 @@ def state_cell(state: HostState, palette: Palette, now: float) -> Text:
     reach = state.reachability
     style = palette.ok if reach is Reachability.CONNECTED else (
         palette.warn if reach in (Reachability.STALE, Reachability.CONNECTING) else palette.bad)
-    return styled(state_text(state, now, short=True), style)
+    cell = styled(state_text(state, now, short=True), style)
+    # A box whose records could not all be read, or whose watcher crashed, says so here:
+    # "connected" alone would hide that its numbers may be incomplete or old.
+    if state.crashes:
+        cell.append(f" crashed x{state.crashes}", style=palette.bad)
+    if state.bad_records:
+        cell.append(f" bad x{state.bad_records}", style=palette.bad)
+    return cell
 
 
 # -- box panels -------------------------------------------------------------------------
