@@ -457,3 +457,37 @@ def test_the_dry_run_prints_what_every_action_needs(tmp_path: Path) -> None:
         assert text.count("  needs:") == len(prof.teardown.actions), name
         for act in prof.teardown.actions:
             assert f"[{act.id}]" in text and need_of(act).value in text
+
+
+async def test_a_check_that_crashes_is_that_files_failure_and_verification_completes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cockpit.services import verify
+
+    real = verify.check_file
+
+    def crashing(path: str) -> object:
+        if path.endswith("b/best.pth"):
+            raise MemoryError("the worker ran out of memory")
+        return real(path)
+
+    monkeypatch.setattr(verify, "check_file", crashing)
+    inst = box_tree(tmp_path / "box")
+    with ThreadPoolExecutor(2) as threads:
+        report = await run_verification(LocalBox(), inst, tmp_path / "pulled" / "v1", "s", threads)
+    assert report.verification is not None, report.error
+    verdicts = {v.cell: v for v in report.verification.verdicts}
+    assert verdicts["a"].status is CellStatus.OK
+    assert verdicts["b"].status is CellStatus.ERROR and "the check itself failed" in verdicts["b"].reason
+    assert not list((tmp_path / "pulled").rglob("*.tmp"))
+
+
+def test_the_receipt_survives_a_lone_surrogate_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    from cockpit.services.verify import read_marker, write_marker
+
+    dest = tmp_path / "pulled" / "v1"
+    verdict = CellVerdict("a", CellStatus.OK, metric="acc=\udcff\ud800", ended=True)
+    marker = write_marker(dest, Verification("v1", "d" * 64, (verdict,), 1, 0.0), "s")
+    assert marker == marker_path(dest) and read_marker(dest) is not None
+    assert [p.name for p in (tmp_path / "pulled").iterdir()] == ["v1.cockpit-verified.json"]

@@ -22,9 +22,13 @@ from cockpit.models.profile import Profile
 from cockpit.models.sweep import Instance
 from cockpit.services.audit import append_audit
 from cockpit.services.pull import PullProgress
-from cockpit.services.remote import Box
+from cockpit.services.remote import TRANSFER_ERRORS, Box
+from cockpit.services.ssh import HostKeyProblem
 from cockpit.services.teardown import ExecResult, confirm_by_hand, execute, record
 from cockpit.services.verify import VerifyReport, remote_state, run_verification, write_marker
+
+REACH_ERRORS = (*TRANSFER_ERRORS, HostKeyProblem)
+"""What opening or losing the box's connection raises (anything else is a failed verification)."""
 
 BoxFactory = Callable[[], Awaitable[tuple[Box, bool]]]
 """Returns a box and whether the caller must close it (False when it reuses the fleet's)."""
@@ -87,8 +91,11 @@ class Custody:
         try:
             report = await self._with_box(go)
             assert isinstance(report, VerifyReport)
-        except Exception as exc:  # a connection that cannot be opened: shown, not raised
+        except REACH_ERRORS as exc:  # a connection that cannot be opened or was lost: shown
             report = VerifyReport(self.instance.name, error=f"cannot reach the box: {exc}")
+        except Exception as exc:  # anything else is a failed verification, named as such
+            report = VerifyReport(self.instance.name,
+                                  error=f"verification failed: {type(exc).__name__}: {exc}")
         finally:
             self.busy = False
         self.report = report

@@ -139,10 +139,22 @@ def regular_file(path: Path) -> bool:
 
 
 async def check_files(paths: list[Path], pool: Executor) -> dict[Path, FileCheck]:
-    """Hash and load each file in the pool."""
+    """Hash and load each file in the pool. A check that fails in any way (a worker killed by
+    the kernel, a pool already broken) is that file's failure, never the verification's."""
     loop = asyncio.get_running_loop()
-    results = await asyncio.gather(*(loop.run_in_executor(pool, check_file, str(p)) for p in paths))
-    return dict(zip(paths, results, strict=True))
+    results = await asyncio.gather(*(loop.run_in_executor(pool, check_file, str(p)) for p in paths),
+                                   return_exceptions=True)
+    checks: dict[Path, FileCheck] = {}
+    for path, result in zip(paths, results, strict=True):
+        if isinstance(result, FileCheck):
+            checks[path] = result
+        elif isinstance(result, Exception):
+            checks[path] = FileCheck(str(path), -1, "", False,
+                                     f"the check itself failed ({type(result).__name__}: "
+                                     f"{visible(str(result))[:160]}): not counted")
+        else:
+            raise result  # cancellation and the like are not a file's fault
+    return checks
 
 
 def result_cells(expected: tuple[str, ...], state: RemoteState, excluded: Mapping[str, str]) -> list[str]:
@@ -272,7 +284,9 @@ def _cell_verdict(name: str, manifest: Manifest, dest: Path, checks: dict[Path, 
         if check is None:
             reasons.append(f"{shown}: not pulled")
             continue
-        if check.size != entry.size:
+        if not check.sha256:  # it could not even be read or hashed
+            reasons.append(f"{shown}: {visible(check.reason)}")
+        elif check.size != entry.size:
             reasons.append(f"{shown}: {check.size} bytes, the manifest says {entry.size}")
         elif check.sha256 != entry.sha256:
             reasons.append(f"{shown}: SHA-256 differs from the manifest")
