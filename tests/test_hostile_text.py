@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 from rich.control import strip_control_codes
@@ -37,8 +37,10 @@ from textual.geometry import Region
 from textual.widgets import DataTable, Static
 
 from cockpit.models.events import FleetEvent, HostStateChanged, SnapshotTaken
+from cockpit.models.hostview import HostTracker
 from cockpit.models.parse import parse_record
 from cockpit.models.preflight import Check, Level, PreflightReport
+from cockpit.models.rules import Rulebook
 from cockpit.models.snapshot import HostKeyInfo, HostState, Reachability
 from cockpit.models.text import (
     BLOCK_LIMIT,
@@ -50,13 +52,13 @@ from cockpit.models.text import (
     visible,
 )
 from cockpit.services.acks import AckStore
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.sweepfile import LoadedSweep, load_sweep
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.fleet import FleetScreen
 from cockpit.ui.modals import DangerBanner, HostKeyScreen
 from cockpit.ui.ops import ReportScreen
-from cockpit.ui.safe import PlainStatic
+from cockpit.ui.safe import PlainStatic, shown
 from tests.replay import NOW
 from tests.sshd import SSHD, Sshd, require
 
@@ -426,6 +428,85 @@ def test_clean_text_keeps_every_style_and_shows_every_control(
     styles_before = {str(s.style) for s in text.spans if s.end > s.start and s.start < len(plain)}
     styles_after = {str(s.style) for s in cleaned.spans}
     assert styles_after == styles_before or not plain
+
+
+FIELD = st.one_of(st.text(max_size=60), st.sampled_from([v for v in CORPUS.values()
+                                                         if len(v) < 100]))
+"""A record field: any text (controls, markup, newlines that break the framing) or the corpus."""
+
+
+def _render_plain(renderable: Any) -> str:
+    """As Rich renders it (a str cell of a table is parsed as markup) and as PlainStatic /
+    PlainTable show it: the renderers must be safe without the widgets' safety net."""
+    console = Console(width=200, no_color=True, color_system=None)
+    with console.capture() as capture:
+        console.print(renderable, markup=False)
+        console.print(shown(renderable))
+    return capture.get()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gpu=FIELD, message=FIELD, fstype=FIELD, error=FIELD, cell=FIELD, log=FIELD)
+def test_any_record_renders_without_error_and_without_controls(
+        gpu: str, message: str, fstype: str, error: str, cell: str, log: str) -> None:
+    """Random and adversarial fields through parse -> tracker -> every box renderer and the
+    status table: nothing raises, nothing a terminal obeys comes out."""
+    from cockpit.services.fleet import InstanceStatus
+    from cockpit.services.report import status_table
+    from cockpit.ui import render
+
+    loaded = _replay_loaded()
+    inst = loaded.sweep.instances[0]
+    tracker = HostTracker(inst, loaded.profiles[inst.profile], _rulebook())
+    queue = f"configs/{cell}.yaml recon 6\n"
+    run_log = f"Epoch 1/6\n{log}\nRuntimeError: {log}\n".encode("utf-8", "surrogatepass")
+    record = (
+        "@@begin 1 1795000000 h1\n@@tz +0000\n"
+        f"@@gpu\n0, {gpu}, GPU-1, 12, 20410, 24564, 58, 141.20, 450.00, 2520, 2520, [N/A]\n"
+        f"@@rc 0\n@@gpu\nNVIDIA-SMI has failed {message}\n@@rc 9\n"
+        f"@@mount /workspace\n 1 1 0 10 5 5 {fstype} /workspace\n@@mount /x\ndf: {error}\n"
+        f"@@text /workspace/queue_1.txt\n{_b64(queue.encode('utf-8', 'surrogatepass'))}\n"
+        f"@@log /workspace/runs/logs/{cell}.log\n900 0 1 {len(run_log)}\n{_b64(run_log)}\n"
+        "@@end 1\n").encode("utf-8", "surrogatepass")
+    snap = parse_record(record, instance=inst.name, observed_at=NOW)
+    tracker.absorb(snap)
+    palette = render.Palette("green", "yellow", "red", "grey50")
+    parts: list[Any] = [*render.fleet_cells(tracker, palette, NOW).values(),
+                        render.state_cell(tracker.state, palette, NOW),
+                        render.gpu_panel(tracker, palette), render.disk_panel(tracker, palette),
+                        render.queue_header(tracker, palette),
+                        render.health_lines(tracker, palette, NOW)]
+    parts += [c for cell_view in tracker.queue_view().cells
+              for c in render.cell_row(cell_view, palette)]
+    state = HostState(inst.name, Reachability.STALE, NOW, message)
+    parts.append(status_table([InstanceStatus(inst, state, snap),
+                               InstanceStatus(inst, state, None)]))
+    for part in parts:
+        out = _render_plain(part)
+        assert not UNSAFE.search(out.replace("\n", "")), (part, out)
+
+
+_CACHE: dict[str, Any] = {}
+
+
+def _replay_loaded() -> LoadedSweep:
+    if "sweep" not in _CACHE:
+        import tempfile
+
+        directory = Path(tempfile.mkdtemp(prefix="hostile-sweep-"))
+        (directory / "sweep.yaml").write_text(SWEEP)
+        _CACHE["sweep"] = load_sweep(directory / "sweep.yaml")
+    loaded: LoadedSweep = _CACHE["sweep"]
+    return loaded
+
+
+def _rulebook() -> Rulebook:
+    if "rules" not in _CACHE:
+        from cockpit.services.rulebook import load_rulebook
+
+        _CACHE["rules"] = load_rulebook(user=False)
+    rules: Rulebook = _CACHE["rules"]
+    return rules
 
 
 # -- (3) CLI renderers ------------------------------------------------------------------------
