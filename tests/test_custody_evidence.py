@@ -194,6 +194,8 @@ async def test_a_git_folder_or_an_odd_name_is_never_pulled_and_makes_the_cell_er
     (git / "config").write_text(f"[core]\n\tfsmonitor = touch {tmp_path}/PWNED\n")
     (git / "HEAD").write_text("ref: refs/heads/main\n")
     (tmp_path / "box" / "durable" / "b" / "notes\nfake line.txt").write_text("x")
+    with open(os.fsencode(tmp_path / "box" / "durable" / "b") + b"/latin1-\xe9t\xe9.txt", "wb") as odd:
+        odd.write(b"not UTF-8 in its name")
     keeper = custody(inst, tmp_path)
     report = await keeper.verify(pool, {})  # type: ignore[arg-type]
     assert report.verification is not None
@@ -201,6 +203,7 @@ async def test_a_git_folder_or_an_odd_name_is_never_pulled_and_makes_the_cell_er
     assert verdicts["a"].status is CellStatus.ERROR and ".git" in verdicts["a"].reason
     assert verdicts["b"].status is CellStatus.ERROR
     assert "notes␊fake line.txt" in verdicts["b"].reason, "the newline is shown, not obeyed"
+    assert "latin1-\\xe9t\\xe9.txt" in verdicts["b"].reason, "an undecodable name is shown as bytes"
     pulled = [p.name for p in keeper.dest.rglob("*")]
     assert ".git" not in pulled and "config" not in pulled and not any("\n" in n for n in pulled)
     assert keeper.gate.state is GateState.LOCKED
