@@ -194,7 +194,7 @@ async def test_a_git_folder_or_an_odd_name_is_never_pulled_and_makes_the_cell_er
     (git / "config").write_text(f"[core]\n\tfsmonitor = touch {tmp_path}/PWNED\n")
     (git / "HEAD").write_text("ref: refs/heads/main\n")
     (tmp_path / "box" / "durable" / "b" / "notes\nfake line.txt").write_text("x")
-    with open(os.fsencode(tmp_path / "box" / "durable" / "b") + b"/latin1-\xe9t\xe9.txt", "wb") as odd:
+    with open(os.fsencode(tmp_path / "box" / "durable" / "b") + b"/latin1-\xe9t\xe9.txt", "wb") as odd:  # noqa: ASYNC230
         odd.write(b"not UTF-8 in its name")
     keeper = custody(inst, tmp_path)
     report = await keeper.verify(pool, {})  # type: ignore[arg-type]
@@ -243,6 +243,15 @@ async def unchanged() -> Manifest:
     return STATE
 
 
+def stand_in(tmp_path: Path, name: str, body: str) -> Path:
+    """A platform CLI stand-in `name` (a shell script) in its own bin folder."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / name).write_text("#!/bin/sh\n" + body)
+    (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
 def verified_gate(inst: Instance) -> Gate:
     gate = Gate(inst.name)
     gate.verified(Verification(inst.name, STATE.digest, (CellVerdict("a", CellStatus.OK, ended=True),),
@@ -251,23 +260,11 @@ def verified_gate(inst: Instance) -> Gate:
 
 
 async def test_a_cli_printing_one_huge_line_is_recorded_and_reaped(tmp_path: Path) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "vastai").write_text("#!/bin/sh\nhead -c 3000000 /dev/zero | tr '\\0' x\necho; echo done\n")
-    (bin_dir / "vastai").chmod(0o755)
+    bin_dir = stand_in(tmp_path, "vastai", "head -c 3000000 /dev/zero | tr '\\0' x\necho; echo done\n")
     inst = Instance(name="v1", profile="vastai", host="h", instance_id="7")
     gate = verified_gate(inst)
     destroy = next(a for a in load_named("vastai").teardown.actions if a.id == "destroy")
     plan = gate.approve(render_step(inst, destroy), "v1")
-
-    async def fresh():  # type: ignore[no-untyped-def]
-        from cockpit.models.custody import Manifest
-
-        class Same(Manifest):
-            @property
-            def digest(self) -> str:
-                return "d" * 64
-        return Same("v1", "/d", ())
 
     result = await execute(gate, plan, fresh_state=unchanged, cli_path=[bin_dir])
     assert result.ok and result.output.rstrip().endswith("done")
@@ -278,24 +275,12 @@ async def test_a_cli_printing_one_huge_line_is_recorded_and_reaped(tmp_path: Pat
 
 
 async def test_a_cancelled_run_is_recorded_and_its_child_reaped(tmp_path: Path) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     pid_file = tmp_path / "pid"
-    (bin_dir / "runpodctl").write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 60\n")
-    (bin_dir / "runpodctl").chmod(0o755)
+    bin_dir = stand_in(tmp_path, "runpodctl", f"echo $$ > {pid_file}\nexec sleep 60\n")
     inst = Instance(name="r1", profile="runpod", host="h", instance_id="p1")
     gate = verified_gate(inst)
     terminate = next(a for a in load_named("runpod").teardown.actions if a.id == "terminate")
     plan = gate.approve(render_step(inst, terminate), "r1")
-
-    async def fresh():  # type: ignore[no-untyped-def]
-        from cockpit.models.custody import Manifest
-
-        class Same(Manifest):
-            @property
-            def digest(self) -> str:
-                return "d" * 64
-        return Same("r1", "/d", ())
 
     task = asyncio.ensure_future(execute(gate, plan, fresh_state=unchanged, cli_path=[bin_dir]))
     async with asyncio.timeout(60):
@@ -360,15 +345,6 @@ async def test_the_api_key_never_appears_in_any_argv(tmp_path: Path, monkeypatch
     step = render_step(inst, terminate)
     assert secret not in step.command_text
     plan = gate.approve(step, "l1")
-
-    async def fresh():  # type: ignore[no-untyped-def]
-        from cockpit.models.custody import Manifest
-
-        class Same(Manifest):
-            @property
-            def digest(self) -> str:
-                return "d" * 64
-        return Same("l1", "/d", ())
 
     result = await execute(gate, plan, fresh_state=unchanged, cli_path=[bin_dir])
     assert result.ok, result.output
