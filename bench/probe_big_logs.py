@@ -68,6 +68,11 @@ def write_sweep(root: Path, config: Path, box: Path, hosts: int) -> Path:
 
 # --------------------------------------------------------------------------- worker side
 
+def _append(path: str, data: bytes) -> None:
+    with open(path, "ab") as handle:
+        handle.write(data)
+
+
 async def _watch(sweep: Path, box: Path, max_ticks: int) -> dict[str, Any]:
     from cockpit.services.fleet import HostWatcher, ProbeLost
     from cockpit.services.sweepfile import load_sweep
@@ -118,8 +123,7 @@ async def _watch(sweep: Path, box: Path, max_ticks: int) -> dict[str, Any]:
     cpu0 = time.process_time()
     for _ in range(STEADY_TICKS):
         for path in sizes:
-            with open(path, "ab") as handle:
-                handle.write(b"Epoch 2/5 | loss 0.4\n" * 48)
+            _append(path, b"Epoch 2/5 | loss 0.4\n" * 48)
         await asyncio.gather(*(one(k, w) for k, w in enumerate(watchers)))
     steady = {**stats, "cpu_per_tick_ms": (time.process_time() - cpu0) / STEADY_TICKS * 1000,
               "trip_ms": statistics.median(trips) * 1000 if trips else None}
