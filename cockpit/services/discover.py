@@ -157,7 +157,11 @@ def sweep_document(name: str, hosts: list[tuple[str, str, list[FoundQueue]]],
 
 
 async def discover_host(conn: Any) -> list[FoundQueue]:
-    """Run the discovery script on one connection."""
-    result = await SshBox(conn).run(["/bin/sh", "-c", DISCOVER_SCRIPT], 60)
+    """Run the discovery script on one connection.
+
+    Its output is bounded by the box's stdout cap (remote.STDOUT_CAP); past it the command is
+    stopped and OutputTooLarge names the cap (a partial process table would miss runners).
+    """
+    result = (await SshBox(conn).run(["/bin/sh", "-c", DISCOVER_SCRIPT], 60)).require_complete()
     procs, panes = parse(result.stdout.decode(errors="replace"))
     return find_queues(procs, panes)

@@ -29,6 +29,7 @@ from cockpit.models.sweep import Instance, SshSettings, Sweep
 from cockpit.models.text import visible
 from cockpit.services import ssh
 from cockpit.services.probe import ProbePlan, end_marker, probe_command, probe_script
+from cockpit.services.remote import LOCAL_STREAM_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ class LocalProbe:
         proc = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", probe_script(), "cockpit-probe", "0",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL, limit=LOCAL_STREAM_LIMIT,
         )
         return cls(proc)
 

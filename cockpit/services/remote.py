@@ -3,25 +3,149 @@
 The custody code (manifest, pull) talks to these two small interfaces, so a `host: local`
 instance and a rented box go through the same logic. Over SSH both use the connection the
 cockpit already holds (or one opened for a headless command).
+
+A box is untrusted: a command may print without end, and an SFTP request may never be
+answered. Both are bounded here, once, so every caller gets the bounds for free: output
+past a cap stops the command and says so (`CommandResult.truncated`), and every SFTP request
+carries a deadline that ends in TimeoutError (one of `TRANSFER_ERRORS`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shlex
+import signal
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import asyncssh
+
+T = TypeVar("T")
+
+STDOUT_CAP = 32 << 20
+"""Bytes of stdout one command may print before it is stopped. The largest real output is a
+pull manifest (~150 bytes a file, so ~200k files); a roster, a process table or an `squeue`
+listing is far smaller. Without a cap, `cat` of an endless queue file grew the cockpit to
+4.1 GB in 10 s."""
+STDERR_CAP = 1 << 20
+"""Bytes of stderr one command may print before it is stopped: callers show only its last
+few hundred bytes, and a command that floods stderr is broken, not informative."""
+READ_BLOCK = 256 << 10
+"""Bytes asked for per read of a command's output: large enough to keep up with a fast
+link, small enough that a cap is noticed within one block of being passed."""
+STOPPED = -1
+"""`CommandResult.status` of a command stopped by a signal: asyncssh reports a remote
+signal death as -1, and a command the cockpit stops at an output cap is reported the same."""
+LOCAL_STREAM_LIMIT = 32 << 20
+"""`limit=` of a local subprocess's stdout reader (`host: local`): the longest line, or probe
+record up to its end marker, that `readline`/`readuntil` accept. asyncio's default of 64 KiB
+refused a master log with one 141 KB line, and `cockpit status` failed. 32 MiB is above any
+record the probe sends (its log bytes are budgeted per tick) and still bounds a runaway line."""
+SFTP_REQUEST_TIMEOUT = 30.0
+"""Seconds an SFTP open, close, chmod or small read may go unanswered before it fails with
+TimeoutError. A live sftp-server answers in milliseconds; one that never answers (a wedged
+server, a hung mount under it) hung `verify` forever before this deadline."""
+SFTP_MIN_RATE = 64 << 10
+"""Bytes per second below which a large SFTP read counts as stalled: a read of n bytes gets
+`SFTP_REQUEST_TIMEOUT + n / SFTP_MIN_RATE` seconds (an 8 MiB pull block: about 160 s), so a
+slow but moving link is never cut while a silent one is. The pull resumes from its part file."""
 
 
 @dataclass(frozen=True)
 class CommandResult:
-    """Exit status (None when the connection dropped mid-command) and output bytes."""
+    """What one command gave back.
+
+    `status` is the exit status: None when the connection dropped mid-command, STOPPED (-1)
+    for a command killed by a signal. `truncated` names the stream ("stdout" or "stderr") that
+    passed its cap; the command was then stopped, `status` is STOPPED, `stdout` is empty (a
+    prefix of the output must never be mistaken for all of it) and `stderr` ends with a line
+    saying what happened, so callers that report a failed command's stderr explain it.
+    """
 
     status: int | None
     stdout: bytes
     stderr: bytes
+    truncated: str = ""
+
+    @property
+    def complete(self) -> bool:
+        """No cap stopped the command: every byte it printed is here."""
+        return not self.truncated
+
+    def require_complete(self) -> CommandResult:
+        """This result, or OutputTooLarge when a cap stopped the command, for callers that
+        parse the output and must not act on part of it."""
+        if self.truncated:
+            lines = self.stderr.decode(errors="replace").strip().splitlines()
+            raise OutputTooLarge(lines[-1] if lines else f"{self.truncated} passed its cap")
+        return self
+
+
+class OutputTooLarge(Exception):
+    """A command printed more than its cap and was stopped; its output is not usable."""
+
+
+class OutputCapExceeded(Exception):
+    """Internal: a stream of a command passed its cap (turned into a truncated result)."""
+
+    def __init__(self, stream: str, cap: int) -> None:
+        self.stream = stream
+        self.cap = cap
+        super().__init__(cap_message(stream, cap))
+
+
+def cap_message(stream: str, cap: int) -> str:
+    """The sentence a truncated result carries on its stderr."""
+    return (f"cockpit stopped this command: it printed more than {cap} bytes ({cap >> 20} MiB) "
+            f"on {stream}, the cap for one command; its output was discarded, not cut short")
+
+
+STDERR_KEPT = 4096
+"""Bytes of a stopped command's stderr kept in front of the note (callers show only a tail)."""
+
+
+def _stopped(stream: str, cap: int, stderr: bytes) -> CommandResult:
+    """The result of a command stopped at a cap: no stdout, stderr's tail plus the note."""
+    err = b"" if stream == "stderr" else stderr[-STDERR_KEPT:]
+    if err and not err.endswith(b"\n"):
+        err += b"\n"
+    return CommandResult(STOPPED, b"", err + cap_message(stream, cap).encode() + b"\n", stream)
+
+
+async def _drain(stream: Any, name: str, cap: int, into: bytearray) -> None:
+    """Read `stream` to its end into `into`; OutputCapExceeded once it holds more than `cap`.
+
+    A read that fails because the link dropped ends the stream: what arrived is what there
+    is, and the exit status (None) tells the caller the command did not finish.
+    """
+    while True:
+        try:
+            block: bytes = await stream.read(READ_BLOCK)
+        except (asyncssh.Error, OSError, asyncio.IncompleteReadError):
+            return
+        if not block:
+            return
+        into += block
+        if len(into) > cap:
+            raise OutputCapExceeded(name, cap)
+
+
+async def _collect(stdout: Any, stderr: Any, out: bytearray, err: bytearray) -> None:
+    """Both streams of one command, read side by side under their caps into `out` and `err`.
+
+    The first cap passed raises OutputCapExceeded; the other reader is then stopped too.
+    """
+    readers = [asyncio.ensure_future(_drain(stdout, "stdout", STDOUT_CAP, out)),
+               asyncio.ensure_future(_drain(stderr, "stderr", STDERR_CAP, err))]
+    try:
+        await asyncio.gather(*readers)
+    finally:
+        for reader in readers:
+            reader.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
 
 
 class RemoteFile(Protocol):
@@ -44,42 +168,96 @@ class Box(Protocol):
     async def close(self) -> None: ...
 
 
+async def _answered(call: Awaitable[T], seconds: float, what: str) -> T:
+    """`call`, or TimeoutError naming `what` when the box has not answered in `seconds`."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await call
+    except TimeoutError:
+        raise TimeoutError(f"the box did not answer the SFTP {what} within {seconds:.1f} s") from None
+
+
+def read_deadline(size: int, base: float = SFTP_REQUEST_TIMEOUT) -> float:
+    """Seconds a read of `size` bytes may take before it counts as unanswered."""
+    return base + size / SFTP_MIN_RATE
+
+
+class TimedFile:
+    """An SFTP file whose every request has a deadline (SFTP_REQUEST_TIMEOUT).
+
+    asyncssh waits for an SFTP reply forever; a box that never answers would hold the pull,
+    and with it the whole verification, for good. Here each read and the close end in
+    TimeoutError instead, which the pull reports for that file and resumes later.
+    """
+
+    def __init__(self, handle: Any, path: str, timeout: float) -> None:
+        self.handle = handle
+        self.path = path
+        self.timeout = timeout
+
+    async def read(self, size: int, offset: int) -> bytes:
+        """`size` bytes at `offset` (fewer at the end of the file)."""
+        data: bytes = await _answered(self.handle.read(size, offset),
+                                      read_deadline(size, self.timeout), f"read of {self.path}")
+        return data
+
+    async def close(self) -> None:
+        """Close the remote handle (bounded too: a wedged server may not answer this either)."""
+        await _answered(self.handle.close(), self.timeout, f"close of {self.path}")
+
+
 class SshBox:
     """A box over an asyncssh connection: commands as exec requests, files over SFTP."""
 
-    def __init__(self, conn: Any, *, owns: bool = False) -> None:
+    def __init__(self, conn: Any, *, owns: bool = False,
+                 sftp_timeout: float = SFTP_REQUEST_TIMEOUT) -> None:
         self.conn = conn
         self.owns = owns
+        self.sftp_timeout = sftp_timeout
         self._sftp: Any = None
         self._lock = asyncio.Lock()
 
     async def run(self, argv: list[str], timeout: float) -> CommandResult:
-        """Run argv (quoted into one command line) and collect its output."""
-        import shlex
-
-        result = await asyncio.wait_for(
-            self.conn.run(shlex.join(argv), encoding=None, check=False), timeout)
-        # A run() in flight when the link drops returns exit_status None (testbed.md).
-        return CommandResult(result.exit_status, result.stdout or b"", result.stderr or b"")
+        """Run argv (quoted into one command line) and collect its output under the caps."""
+        async with asyncio.timeout(timeout):
+            process = await self.conn.create_process(shlex.join(argv), encoding=None)
+            out, err = bytearray(), bytearray()
+            try:
+                process.stdin.write_eof()  # a command that reads stdin gets EOF, not a hang
+                await _collect(process.stdout, process.stderr, out, err)
+                await process.wait_closed()
+            except OutputCapExceeded as exc:
+                # Closing the channel makes sshd close the command's pipes: its next write
+                # fails (SIGPIPE) and it ends; nothing more is read from it.
+                return _stopped(exc.stream, exc.cap, bytes(err))
+            finally:
+                process.close()
+        # A run in flight when the link drops ends with exit_status None (testbed.md).
+        return CommandResult(process.exit_status, bytes(out), bytes(err))
 
     async def _client(self) -> Any:
         async with self._lock:
             if self._sftp is None:
-                self._sftp = await self.conn.start_sftp_client()
+                self._sftp = await _answered(self.conn.start_sftp_client(), self.sftp_timeout,
+                                             "session start")
             return self._sftp
 
     async def open(self, path: str) -> RemoteFile:
-        """Open `path` for reading over SFTP (reads are pipelined by asyncssh)."""
+        """Open `path` for reading over SFTP (reads are pipelined by asyncssh, and timed)."""
         sftp = await self._client()
-        handle: RemoteFile = await sftp.open(path, "rb")
-        return handle
+        handle = await _answered(sftp.open(path, "rb"), self.sftp_timeout, f"open of {path}")
+        return TimedFile(handle, path, self.sftp_timeout)
 
     async def write(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Create or replace `path` with `data` over SFTP (callers decide whether they may)."""
         sftp = await self._client()
-        async with sftp.open(path, "wb") as handle:
-            await handle.write(data)
-        await sftp.chmod(path, mode)
+        handle = await _answered(sftp.open(path, "wb"), self.sftp_timeout, f"open of {path}")
+        try:
+            await _answered(handle.write(data), read_deadline(len(data), self.sftp_timeout),
+                            f"write of {path}")
+        finally:
+            await _answered(handle.close(), self.sftp_timeout, f"close of {path}")
+        await _answered(sftp.chmod(path, mode), self.sftp_timeout, f"chmod of {path}")
 
     async def close(self) -> None:
         """Close the SFTP session, and the connection if this box opened it."""
@@ -112,21 +290,53 @@ def _write_local(path: str, data: bytes, mode: int) -> None:
     os.chmod(target, mode)
 
 
+KILL_GRACE = 5.0
+"""Seconds to wait for a killed local command's pipes to close and for it to be reaped.
+SIGKILL of its process group closes them at once; a process that left the group (setsid)
+and still holds a pipe is not waited for beyond this."""
+
+
+async def _discard(stream: asyncio.StreamReader | None) -> None:
+    while stream is not None and await stream.read(READ_BLOCK):
+        pass
+
+
+async def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL the command's whole process group (a `sh -c` leaves children that would hold
+    the pipe open), then reap it.
+
+    The pipes are read to their end (and dropped) first: asyncio reports a process as exited
+    only once its pipes have closed, and a pipe whose reader stopped at a cap is paused
+    with data in it, so `wait()` alone would never return.
+    """
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(KILL_GRACE):
+            await asyncio.gather(_discard(proc.stdout), _discard(proc.stderr))
+            await proc.wait()
+
+
 class LocalBox:
     """This machine (`host: local`)."""
 
     async def run(self, argv: list[str], timeout: float) -> CommandResult:
-        """Run argv as a subprocess."""
+        """Run argv as a subprocess (its own process group) and collect its output under the caps."""
         proc = await asyncio.create_subprocess_exec(
             *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-            stdin=asyncio.subprocess.DEVNULL)
+            stdin=asyncio.subprocess.DEVNULL, start_new_session=True)
+        out, err = bytearray(), bytearray()
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+            async with asyncio.timeout(timeout):
+                await _collect(proc.stdout, proc.stderr, out, err)
+                await proc.wait()
+        except OutputCapExceeded as exc:
+            await _kill_group(proc)
+            return _stopped(exc.stream, exc.cap, bytes(err))
+        except BaseException:  # the timeout, or the caller cancelled: never leave it running
+            await _kill_group(proc)
             raise
-        return CommandResult(proc.returncode, out, err)
+        return CommandResult(proc.returncode, bytes(out), bytes(err))
 
     async def open(self, path: str) -> RemoteFile:
         """Open a local file."""
@@ -141,4 +351,5 @@ class LocalBox:
 
 
 TRANSFER_ERRORS = (OSError, asyncssh.Error, TimeoutError, asyncio.IncompleteReadError)
-"""What a cut link or a killed sshd raises during a pull: the transfer resumes later."""
+"""What a cut link, a killed sshd or an unanswered SFTP request (TimeoutError, after
+SFTP_REQUEST_TIMEOUT) raises during a pull: the file is reported and resumes later."""
