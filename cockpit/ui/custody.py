@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Footer, Header, Input
 
 from cockpit.models.custody import EXCLUDABLE, CellStatus
 from cockpit.models.durations import format_bytes, format_duration
@@ -25,6 +25,7 @@ from cockpit.services.custody import Custody
 from cockpit.services.plan import ActionView, action_details, plan_actions
 from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import upsert_row
+from cockpit.ui.safe import PlainStatic, PlainTable
 
 VERIFY_COLUMNS = ("cell", "status", "metric", "bytes", "reason")
 ACTION_COLUMNS = ("action", "kind", "lock", "meter", "keeps", "destroys")
@@ -43,9 +44,9 @@ class ConfirmByTyping(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(Text(self.title_text, style="bold"), id="dialog-title")
+            yield PlainStatic(Text(self.title_text, style="bold"), id="dialog-title")
             with VerticalScroll(id="dialog-body"):
-                yield Static(self.body)
+                yield PlainStatic(self.body)
             yield Input(placeholder=f"type {self.expected} and press enter", id="confirm-input")
             yield Footer()
 
@@ -118,9 +119,9 @@ class VerifyScreen(_CustodyScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(id="verify-head")
-        yield DataTable(id="verify-table", cursor_type="row", zebra_stripes=True)
-        yield Static(id="verify-foot")
+        yield PlainStatic(id="verify-head")
+        yield PlainTable(id="verify-table", cursor_type="row", zebra_stripes=True)
+        yield PlainStatic(id="verify-foot")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -146,7 +147,7 @@ class VerifyScreen(_CustodyScreen):
                         f" ({100 * progress.done / progress.total:.0f}%); "
                         f"{format_bytes(progress.moved)} moved this run at {format_bytes(progress.rate)}/s"
                         f"{', ETA ' + format_duration(eta) if eta and custody.busy else ''}")
-        self.query_one("#verify-head", Static).update(head)
+        self.query_one("#verify-head", PlainStatic).update(head)
         table = self.query_one("#verify-table", DataTable)
         foot = Text()
         verification = report.verification if report else None
@@ -183,7 +184,7 @@ class VerifyScreen(_CustodyScreen):
                     format_bytes(verdict.bytes) if verdict.bytes else "-",
                     remote_text(verdict.reason or ""))
                 upsert_row(table, verdict.cell, VERIFY_COLUMNS, row)
-        self.query_one("#verify-foot", Static).update(foot)
+        self.query_one("#verify-foot", PlainStatic).update(foot)
 
     def action_back(self) -> None:
         self.dismiss(None)
@@ -245,11 +246,11 @@ class TeardownScreen(_CustodyScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(id="teardown-head")
-        yield DataTable(id="teardown-table", cursor_type="row", zebra_stripes=True)
+        yield PlainStatic(id="teardown-head")
+        yield PlainTable(id="teardown-table", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="teardown-detail-box"):
-            yield Static(id="teardown-detail")
-        yield Static(id="teardown-output")
+            yield PlainStatic(id="teardown-detail")
+        yield PlainStatic(id="teardown-output")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -279,7 +280,7 @@ class TeardownScreen(_CustodyScreen):
         for verdict in verification.excluded if verification else ():
             head.append(f"\nexcluded from N: {visible(verdict.cell)}: {visible(verdict.reason)}",
                         style=palette.warn)
-        self.query_one("#teardown-head", Static).update(head)
+        self.query_one("#teardown-head", PlainStatic).update(head)
         table = self.query_one("#teardown-table", DataTable)
         for view in self.views:
             allowed, why = (False, view.problem) if view.step is None else custody.gate.can_approve(view.step)
@@ -292,7 +293,7 @@ class TeardownScreen(_CustodyScreen):
                 action.stops_meter, ", ".join(action.keeps) or "-", ", ".join(action.destroys) or "-")
             upsert_row(table, action.id, ACTION_COLUMNS, row)
         self._detail()
-        self.query_one("#teardown-output", Static).update(
+        self.query_one("#teardown-output", PlainStatic).update(
             remote_text("".join(custody.output[-12:])[-4000:], one_line=False))
 
     def _detail(self) -> None:
@@ -305,7 +306,7 @@ class TeardownScreen(_CustodyScreen):
         for label, value in action_details(view):
             text.append(f"{label}: ")
             text.append(f"{visible(value)}\n", style="bold" if label == "command" else "")
-        self.query_one("#teardown-detail", Static).update(text)
+        self.query_one("#teardown-detail", PlainStatic).update(text)
 
     @on(DataTable.RowHighlighted, "#teardown-table")
     def _highlighted(self) -> None:
