@@ -8,13 +8,21 @@ cockpit submitted are recorded in its state folder; `cancel` touches those and n
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import shlex
 from pathlib import Path
 
 from cockpit.models.queue import parse_queue_file
-from cockpit.models.slurm import TaskState, merge, parse_sacct, parse_scontrol, parse_squeue
+from cockpit.models.slurm import (
+    TaskState,
+    merge,
+    parse_sacct,
+    parse_scontrol,
+    parse_squeue,
+    small_int,
+)
 from cockpit.models.sweep import Instance
 from cockpit.services.launch import (
     LaunchRefused,
@@ -26,7 +34,7 @@ from cockpit.services.launch import (
     write_versioned,
 )
 from cockpit.services.paths import state_dir
-from cockpit.services.remote import Box
+from cockpit.services.remote import Box, CommandResult, OutputTooLarge
 
 
 def jobs_file() -> Path:
@@ -106,24 +114,50 @@ async def submit(box: Box, instance: Instance, sweep: str, *, start: int = 1) ->
     await box.run(["mkdir", "-p", "--", runner_env(instance)["COCKPIT_LOGS"]], 60)
     result = await box.run(_env_argv(instance, ["sbatch", "--parsable", path]), 120)
     text = result.stdout.decode(errors="replace").strip()
-    if result.status != 0 or not text.split(";")[0].isdigit():
+    job = small_int(text.split(";")[0])
+    if result.status != 0 or job is None:
         detail = (result.stderr or result.stdout).decode(errors="replace")[-300:]
         raise LaunchRefused(f"sbatch failed: {detail}")
-    job = int(text.split(";")[0])
     _record(sweep, instance.name, job)
     return job
 
 
-async def states(box: Box, instance: Instance, job: int) -> dict[int, TaskState]:
-    """Every array task's state: squeue for live ones, sacct (or scontrol) for the rest."""
-    live = await box.run(_env_argv(instance, ["squeue", "-h", "-j", str(job), "-o", "%i|%T|%r"]), 60)
-    acct = await box.run(_env_argv(instance, ["sacct", "-n", "-P", "-j", str(job),
-                                              "--format=JobID,State,ExitCode,Elapsed"]), 60)
-    finished = parse_sacct(acct.stdout.decode(errors="replace"), job) if acct.status == 0 else {}
+class ListingTooLarge(LaunchRefused, OutputTooLarge):
+    """A Slurm listing passed the box's output cap, so the job's state cannot be read: a
+    refusal to launch or resume, and an OutputTooLarge to any other caller (verification)."""
+
+
+async def _listing(box: Box, instance: Instance, argv: list[str]) -> CommandResult:
+    """One read-only Slurm command; ListingTooLarge when its output passed the cap (a prefix
+    of a task listing would show every task it cut off as pending)."""
+    result = await box.run(_env_argv(instance, argv), 60)
+    try:
+        return result.require_complete()
+    except OutputTooLarge as exc:
+        raise ListingTooLarge(f"{instance.name}: cannot read the job's state from {argv[0]}: "
+                              f"{exc}") from None
+
+
+async def states(box: Box, instance: Instance, job: int, cells: int | None = None) -> dict[int, TaskState]:
+    """Every array task's state: squeue for live ones, sacct (or scontrol) for the rest.
+
+    `cells` is the queue's length when known (tasks above it name no cell and are not read).
+    The listings are parsed in a thread: a box can print megabytes of them, and the event
+    loop of the TUI must not wait on that.
+    """
+    live = await _listing(box, instance, ["squeue", "-h", "-j", str(job), "-o", "%i|%T|%r"])
+    acct = await _listing(box, instance, ["sacct", "-n", "-P", "-j", str(job),
+                                          "--format=JobID,State,ExitCode,Elapsed"])
+    finished: dict[int, TaskState] = {}
+    if acct.status == 0:
+        finished = await asyncio.to_thread(parse_sacct, acct.stdout.decode(errors="replace"), job,
+                                           cells)
     if not finished:
-        shown = await box.run(_env_argv(instance, ["scontrol", "-o", "show", "job", str(job)]), 60)
-        finished = parse_scontrol(shown.stdout.decode(errors="replace"), job)
-    return merge(parse_squeue(live.stdout.decode(errors="replace"), job), finished)
+        shown = await _listing(box, instance, ["scontrol", "-o", "show", "job", str(job)])
+        finished = await asyncio.to_thread(parse_scontrol, shown.stdout.decode(errors="replace"),
+                                           job, cells)
+    pending = await asyncio.to_thread(parse_squeue, live.stdout.decode(errors="replace"), job, cells)
+    return merge(pending, finished)
 
 
 async def cancel(box: Box, instance: Instance, sweep: str) -> list[int]:
