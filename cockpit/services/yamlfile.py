@@ -11,13 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import yaml
 from pydantic import ValidationError
 
 Loc = tuple[str | int, ...]
 T = TypeVar("T")
+
+MAX_YAML_DEPTH = 64
+"""Deepest nesting of lists and mappings read from a hand-edited file. Sweeps, profiles and
+rule files nest about five levels; PyYAML composes nodes recursively, and 50k levels of `[`
+ended in a RecursionError traceback instead of a file:line message."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +79,45 @@ def format_loc(loc: Iterable[str | int]) -> str:
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses nesting deeper than MAX_YAML_DEPTH, at the line where it is."""
+
+    def __init__(self, text: str, path: Path) -> None:
+        super().__init__(text)
+        self.path = path
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        """Compose one node, counting how deep it sits."""
+        if self.depth >= MAX_YAML_DEPTH:
+            line = cast(Any, self).peek_event().start_mark.line + 1  # untyped in the stubs
+            raise ConfigError([Problem(self.path, line, "", f"nested more than {MAX_YAML_DEPTH} "
+                                       "levels deep (lists and mappings inside each other)")])
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _scalar(loader: yaml.SafeLoader, node: yaml.Node, loc: Loc, path: Path) -> Any:
+    """Construct one scalar; a value its type cannot hold is a Problem at its line.
+
+    PyYAML's constructors raise plain ValueError for what they cannot build: an integer of
+    100k digits (Python refuses int() past 4300 digits), a date with month 13.
+    """
+    try:
+        return loader.construct_object(node, deep=True)
+    except (ValueError, OverflowError) as exc:
+        text = str(node.value) if isinstance(node, yaml.ScalarNode) else ""
+        if node.tag == "tag:yaml.org,2002:int":
+            message = f"an integer of {len(text)} characters is not a usable number"
+        else:
+            kind = node.tag.rsplit(":", 1)[-1]
+            message = f"cannot read this {kind} value: {str(exc)[:200]}"
+        raise ConfigError([Problem(path, node.start_mark.line + 1, format_loc(loc), message)]) from None
+
+
 def _walk(
     node: yaml.Node,
     loc: Loc,
@@ -81,18 +125,42 @@ def _walk(
     loader: yaml.SafeLoader,
     path: Path,
     memo: dict[int, Any],
+    active: set[int] | None = None,
 ) -> Any:
     # An alias is the same node object again: build it once (no exponential blow-up on
     # nested aliases, the "billion laughs" shape) and reuse the value.
     if id(node) in memo:
         return memo[id(node)]
+    # `&a [*a]` is a node that contains itself: refuse it rather than recurse without end.
+    active = set() if active is None else active
+    if id(node) in active:
+        raise ConfigError([Problem(path, node.start_mark.line + 1, format_loc(loc),
+                                   "an alias refers to a list or mapping that contains it")])
+    if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        active.add(id(node))
+        try:
+            return _walk_collection(node, loc, lines, loader, path, memo, active)
+        finally:
+            active.discard(id(node))
+    return _scalar(loader, node, loc, path)
+
+
+def _walk_collection(
+    node: yaml.MappingNode | yaml.SequenceNode,
+    loc: Loc,
+    lines: dict[Loc, int],
+    loader: yaml.SafeLoader,
+    path: Path,
+    memo: dict[int, Any],
+    active: set[int],
+) -> Any:
     if isinstance(node, yaml.MappingNode):
         explicit = {id(k) for k, _ in node.value if k.tag != _MERGE_TAG}
         loader.flatten_mapping(node)  # resolve `<<` merge keys the way SafeLoader would
         out: dict[Any, Any] = {}
         seen_explicit: set[Any] = set()
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
+            key = _scalar(loader, key_node, loc, path)
             if not isinstance(key, str | int | float | bool) and key is not None:
                 raise ConfigError(
                     [Problem(path, key_node.start_mark.line + 1, format_loc(loc),
@@ -110,23 +178,22 @@ def _walk(
                 continue  # an earlier merge source wins over a later one, as in PyYAML
             # Merged keys come first, so an explicit key overrides a merged one.
             lines[key_loc] = key_node.start_mark.line + 1
-            out[key] = _walk(value_node, key_loc, lines, loader, path, memo)
+            out[key] = _walk(value_node, key_loc, lines, loader, path, memo, active)
         memo[id(node)] = out
         return out
     if isinstance(node, yaml.SequenceNode):
         items = []
         for index, item in enumerate(node.value):
             lines[(*loc, index)] = item.start_mark.line + 1
-            items.append(_walk(item, (*loc, index), lines, loader, path, memo))
+            items.append(_walk(item, (*loc, index), lines, loader, path, memo, active))
         # Tuples: the models are frozen, and strict validation accepts only tuples there.
         memo[id(node)] = tuple(items)
         return memo[id(node)]
-    return loader.construct_object(node, deep=True)
 
 
 def load_yaml_text(text: str, path: Path) -> LoadedYaml:
     """Parse one YAML document, keeping the line of every key. Raises ConfigError."""
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text, path)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -144,6 +211,9 @@ def load_yaml_text(text: str, path: Path) -> LoadedYaml:
         raise ConfigError([Problem(path, line, "", f"YAML syntax error: {what}")]) from None
     except yaml.YAMLError as exc:
         raise ConfigError([Problem(path, None, "", f"YAML error: {exc}")]) from None
+    except RecursionError:  # a safety net: MAX_YAML_DEPTH is meant to stop this first
+        mark = loader.get_mark()
+        raise ConfigError([Problem(path, mark.line + 1, "", "nested too deeply to read")]) from None
     finally:
         loader.dispose()
     return LoadedYaml(path=path, data=data, lines=lines)
@@ -221,3 +291,8 @@ def load_validated(path: Path, parse: Callable[[Any], T], *, not_mapping: str,
         return parse(loaded.data), loaded
     except ValidationError as exc:
         raise ConfigError(validation_problems(loaded, exc.errors())) from None
+    except Exception as exc:  # a hand-edited file never ends in a traceback
+        # Validators may raise what pydantic does not wrap (re.error from a bad pattern,
+        # RecursionError): still one line naming the file, never a traceback.
+        raise ConfigError([Problem(path, loaded.line_for(()), "",
+                                   f"cannot be loaded: {type(exc).__name__}: {str(exc)[:300]}")]) from None
