@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.widgets import Static
+from textual.screen import Screen
+from textual.widgets import Input, Static
 
 from cockpit.services.acks import AckStore
 from cockpit.services.sweepfile import load_sweep
@@ -17,14 +18,34 @@ from tests.test_ui_app import texts
 from tests.test_ui_fleet import wait_until
 
 
+def composed(app: CockpitApp, kind: type[Screen[object]], selector: str) -> bool:
+    """`app.screen` is a `kind` whose `selector` widget has been composed and mounted.
+
+    A pushed screen becomes `app.screen` before its compose has run: on a loaded machine a
+    query straight after the push (or a key pressed at it) finds nothing, so tests wait for
+    the widget they are about to read or type into, not only for the screen.
+    """
+    screen = app.screen
+    if not isinstance(screen, kind) or not screen.is_mounted:
+        return False
+    return any(widget.is_mounted for widget in screen.query(selector))
+
+
 async def report(app: CockpitApp, pilot: object, title: str, timeout: float = 60) -> str:
-    await wait_until(pilot, lambda: isinstance(app.screen, ReportScreen), timeout, title)
+    await wait_until(pilot, lambda: composed(app, ReportScreen, "#report-body"), timeout, title)
     screen = app.screen
     assert isinstance(screen, ReportScreen)
     text = f"{screen.title_text}\n" + texts([screen.query_one("#report-body", Static)])
     await pilot.press("escape")  # type: ignore[attr-defined]
-    await wait_until(pilot, lambda: isinstance(app.screen, BoxScreen), 5, "back to the box")
+    await wait_until(pilot, lambda: composed(app, BoxScreen, "#queue-table"), 10, "back to the box")
     return text
+
+
+async def confirm_by_typing(app: CockpitApp, pilot: object, name: str) -> None:
+    """Type `name` into the stop dialog once its input exists and has the focus."""
+    await wait_until(pilot, lambda: composed(app, ConfirmByTyping, "#confirm-input")
+                     and isinstance(app.focused, Input), 10, "the dialog's input")
+    await pilot.press(*name, "enter")  # type: ignore[attr-defined]
 
 
 async def test_preflight_launch_stop_resume_from_the_box_screen(demo: Path, tmp_path: Path) -> None:
@@ -35,8 +56,7 @@ async def test_preflight_launch_stop_resume_from_the_box_screen(demo: Path, tmp_
         await wait_until(pilot, lambda: "STARTING aug_strong" in
                          (demo / "boxes" / "a1" / "data" / "q1_master.log").read_text(), 90, "cell 4")
         app.open_box("a1")
-        await wait_until(pilot, lambda: isinstance(app.screen, BoxScreen), 5, "the box screen")
-        await pilot.pause(0.3)
+        await wait_until(pilot, lambda: composed(app, BoxScreen, "#queue-table"), 10, "the box screen")
         await pilot.press("P")
         text = await report(app, pilot, "preflight")
         assert "Preflight a1" in text and "gpu: 2 x NVIDIA A100" in text and "driver 550.54.15" in text
@@ -44,16 +64,14 @@ async def test_preflight_launch_stop_resume_from_the_box_screen(demo: Path, tmp_
         text = await report(app, pilot, "a refused launch")
         assert "refused" in text and "already runs" in text
         await pilot.press("S")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmByTyping), 5, "the dialog")
-        await pilot.press(*"a1", "enter")
+        await confirm_by_typing(app, pilot, "a1")
         text = await report(app, pilot, "stop")
         assert "killed tmux session q1" in text, text
         await pilot.press("R")
         text = await report(app, pilot, "resume", 90)
         assert "resume a1: done" in text and "from cell 4" in text and "demo-fleet-a1" in text
         await pilot.press("S")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmByTyping), 5, "the dialog")
-        await pilot.press(*"a1", "enter")
+        await confirm_by_typing(app, pilot, "a1")
         text = await report(app, pilot, "stop again")
         assert "killed tmux session demo-fleet-a1" in text
         await pilot.press("q")
