@@ -163,10 +163,16 @@ class Box:
             stderr=asyncio.subprocess.PIPE, start_new_session=True,
         )
         try:
-            await process.redirect(stdin=proc.stdin, stdout=proc.stdout, stderr=proc.stderr)
+            # send_eof=False: an SSH EOF ends stdout and stderr together, so the end of one
+            # pipe must not send it. stdout ending first sent EOF while tmux's "can't find
+            # session" was still on its way on stderr; writing it raised in asyncssh's
+            # forwarding task, which dropped the whole connection (flaky under load).
+            await process.redirect(stdin=proc.stdin, stdout=proc.stdout, stderr=proc.stderr,
+                                   send_eof=False)
             status = await proc.wait()
-            with contextlib.suppress(Exception):
-                await process.stdout.drain()
+            for stream in (process.stdout, process.stderr):  # both pipes forwarded, then exit
+                with contextlib.suppress(Exception):
+                    await stream.drain()
             process.exit(status)
         except (asyncio.CancelledError, OSError, asyncssh.Error):
             if proc.returncode is None:
