@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.text import Text
+from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from cockpit.models.events import HostStateChanged
@@ -36,6 +39,28 @@ async def settle(app: CockpitApp, pilot: object) -> None:
         await pilot.pause(0.05)  # type: ignore[attr-defined]
         if all(t.snapshot is not None for n, t in app.trackers.items() if n != "v1") and not app.dirty:
             return
+
+
+def composed(app: CockpitApp, kind: type[Screen[Any]], selector: str) -> bool:
+    """`app.screen` is a `kind` whose `selector` widget has been composed and mounted.
+
+    A pushed screen becomes `app.screen` before its compose has run: on a loaded machine a
+    query straight after the push (or a key pressed at it) finds nothing, so tests wait for
+    the widget they are about to read or type into, not only for the screen.
+    """
+    screen = app.screen
+    if not isinstance(screen, kind) or not screen.is_mounted:
+        return False
+    return any(widget.is_mounted for widget in screen.query(selector))
+
+
+async def until_ui(pilot: Any, check: Callable[[], bool], what: str, seconds: float = 10) -> None:
+    """Poll `check` between pilot pauses; fail naming `what` after `seconds` (a deadline
+    against a hang, not a timing assertion)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        await pilot.pause(0.05)
 
 
 def texts(widgets: object) -> str:
@@ -96,7 +121,8 @@ async def test_banner_once_per_platform_and_again_when_facts_change(tmp_path: Pa
 async def test_banner_shows_running_clock_countdown(tmp_path: Path) -> None:
     app = make_app(tmp_path, banners=True)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause(0.2)
+        await until_ui(pilot, lambda: composed(app, DangerBanner, "Static")
+                       and "6d left" in texts(app.screen.query(Static)), "the banner's countdown")
         assert isinstance(app.screen, DangerBanner)
         text = texts(app.screen.query(Static))
         assert "Auto-release" in text
@@ -117,7 +143,8 @@ async def test_fleet_rows_box_panels_and_failure_filter(tmp_path: Path) -> None:
         assert str(table.get_cell("v1", "state")) == "stale since " + str(
             table.get_cell("v1", "state")).split("since ")[1]
         await pilot.press("enter")
-        await pilot.pause(0.2)
+        await until_ui(pilot, lambda: composed(app, BoxScreen, "#gpu-body") and "A100-SXM4-80GB"
+                       in texts(app.screen.query("#gpu-body")), "the box screen's GPU panel")
         screen = app.screen
         assert isinstance(screen, BoxScreen) and screen.instance == "a1"
         gpu = texts([screen.query_one("#gpu-body", Static)])
@@ -208,8 +235,13 @@ async def test_theme_switch_recolours_cells(tmp_path: Path) -> None:
 
 async def run_command(pilot: Any, text: str) -> None:
     """Open the command palette, type `text`, run the best hit."""
+    from textual.command import CommandPalette
+    from textual.widgets import Input
+
     await pilot.press("ctrl+p")
-    await pilot.pause(0.2)
+    # Keys typed before the palette's input is mounted and focused would be lost.
+    await until_ui(pilot, lambda: isinstance(pilot.app.screen, CommandPalette)
+                   and isinstance(pilot.app.focused, Input), "the command palette's input")
     await pilot.press(*text)
     await pilot.pause(0.5)
     await pilot.press("enter")
@@ -230,6 +262,8 @@ async def test_unknown_key_prompts_and_changed_key_cannot_be_approved(tmp_path: 
     app = make_app(tmp_path, key_problem=True)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
+        await until_ui(pilot, lambda: composed(app, HostKeyScreen, "Static") and "SHA256:7lB0Rj3b"
+                       in texts(app.screen.query(Static)), "the fingerprint on the key screen")
         screen = app.screen
         assert isinstance(screen, HostKeyScreen) and not screen.changed
         text = texts(screen.query(Static))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.screen import Screen
 from textual.widgets import Input, Static
 
 from cockpit.services.acks import AckStore
@@ -14,21 +13,8 @@ from cockpit.ui.app import CockpitApp
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.custody import ConfirmByTyping
 from cockpit.ui.ops import ReportScreen
-from tests.test_ui_app import texts
+from tests.test_ui_app import composed, texts
 from tests.test_ui_fleet import wait_until
-
-
-def composed(app: CockpitApp, kind: type[Screen[object]], selector: str) -> bool:
-    """`app.screen` is a `kind` whose `selector` widget has been composed and mounted.
-
-    A pushed screen becomes `app.screen` before its compose has run: on a loaded machine a
-    query straight after the push (or a key pressed at it) finds nothing, so tests wait for
-    the widget they are about to read or type into, not only for the screen.
-    """
-    screen = app.screen
-    if not isinstance(screen, kind) or not screen.is_mounted:
-        return False
-    return any(widget.is_mounted for widget in screen.query(selector))
 
 
 async def report(app: CockpitApp, pilot: object, title: str, timeout: float = 60) -> str:
