@@ -158,6 +158,10 @@ def durable_tree(root: Path) -> Path:
         (durable / cell / "best_metrics.json").write_text(json.dumps({"epoch": 1, "loss": 0.1}))
     (durable / "y" / "eval_dump.bin").write_bytes(_os.urandom(1 << 20) * 40)
     (root / "queue.txt").write_text("cfg/x.yaml t 1\ncfg/y.yaml t 1\n")
+    (root / "master.log").write_text("".join(  # the queue's own proof that both cells finished
+        f"[2026-11-21 10:00:0{i}] [{i}/2] {what} {cell}{tail}\n"
+        for i, cell in enumerate(("x", "y"), start=1)
+        for what, tail in (("STARTING", " (t, 1ep)"), ("FINISHED", " (exit=0)"))))
     return durable
 
 
@@ -169,7 +173,7 @@ async def test_a_pull_cut_at_20_random_points_resumes_to_matching_hashes(
     from cockpit.services import ssh
     from cockpit.services.pull import CHUNK, PART_SUFFIX, PullProgress
     from cockpit.services.remote import SshBox
-    from cockpit.services.verify import marker_path, make_pool, run_verification
+    from cockpit.services.verify import make_pool, marker_path, run_verification
 
     root = tmp_path / "remote"
     durable = durable_tree(root)
@@ -186,6 +190,7 @@ instances:
     profile: generic-ssh
     host: nb
     queue: {root}/queue.txt
+    queue_log: {root}/master.log
     durable_root: {durable}
 """)
     loaded = load_sweep(sweep)

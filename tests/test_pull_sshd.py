@@ -17,7 +17,7 @@ from cockpit.services import ssh
 from cockpit.services.pull import PART_SUFFIX, PullProgress, pull, remote_manifest
 from cockpit.services.remote import SshBox
 from cockpit.services.sweepfile import load_sweep
-from cockpit.services.verify import marker_path, make_pool, run_verification
+from cockpit.services.verify import make_pool, marker_path, run_verification
 from tests.sshd import Sshd
 from tests.test_status_sshd import write_sweep
 

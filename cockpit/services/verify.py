@@ -479,15 +479,17 @@ async def run_verification(
     # Start the workers now: they import torch while the manifest and the pull run.
     with contextlib.suppress(RuntimeError):  # a pool already shut down fails later, visibly
         pool.submit(int)
+    from cockpit.services.launch import LaunchRefused
     from cockpit.services.pull import ManifestError
+    from cockpit.services.remote import OutputTooLarge
 
     try:
         stage("reading the roster from the queue file")
         report.expected = await read_roster(box, instance)
         stage(f"hashing {len(report.expected)} cell folder(s) on the box")
         report.state = await remote_state(box, instance, sweep, report.expected)
-    except (VerifyError, ManifestError) as exc:
-        report.error = str(exc)
+    except (VerifyError, ManifestError, OutputTooLarge, LaunchRefused) as exc:
+        report.error = str(exc)  # LaunchRefused: a Slurm listing that could not be read whole
         return report
     except TimeoutError:
         report.error = f"{instance.name}: the box did not answer in time"

@@ -224,7 +224,7 @@ class CockpitApp(App[int]):
             tracker = self.trackers[name]
             box, owned = await self.box_factory(name, fresh=True)()
             try:
-                tasks = await slurm.states(box, tracker.instance, job)
+                tasks = await slurm.states(box, tracker.instance, job, len(tracker.queue_lines) or None)
             finally:
                 if owned:
                     await box.close()
