@@ -446,10 +446,10 @@ async def test_a_check_that_crashes_is_that_files_failure_and_verification_compl
 
     real = verify.check_file
 
-    def crashing(path: str) -> object:
+    def crashing(path: str, prefer: str | None = None) -> object:
         if path.endswith("b/best.pth"):
             raise MemoryError("the worker ran out of memory")
-        return real(path)
+        return real(path, prefer)
 
     monkeypatch.setattr(verify, "check_file", crashing)
     inst = box_tree(tmp_path / "box")
@@ -470,3 +470,30 @@ def test_the_receipt_survives_a_lone_surrogate_and_leaves_no_temp_file(tmp_path:
     marker = write_marker(dest, Verification("v1", "d" * 64, (verdict,), 1, 0.0), "s")
     assert marker == marker_path(dest) and read_marker(dest) is not None
     assert [p.name for p in (tmp_path / "pulled").iterdir()] == ["v1.cockpit-verified.json"]
+
+
+@pytest.mark.parametrize(("doc", "prefer", "shown"), [
+    ({"epoch": 3, "val_acc": 0.9123, "loss": 0.2}, None, "epoch=3 val_acc=0.9123"),
+    ({"epoch": 3, "eval_loss": 0.5, "train_loss": 0.3}, None, "epoch=3 eval_loss=0.5"),
+    ({"Accuracy": 0.8, "loss": 0.3}, None, "Accuracy=0.8"),
+    ({"metric": "val_mIoU", "val_mIoU": 0.61, "loss": 0.3}, None, "val_mIoU=0.61"),
+    ({"epoch": 1, "bleu": 31.2, "my_score": 7}, "my_score", "epoch=1 my_score=7"),
+    ({"epoch": 1, "loss": 0.4}, "absent_key", "epoch=1 loss=0.4"),
+    ({"epoch": 1, "flag": True, "note": "x"}, None, "epoch=1"),
+])
+def test_the_headline_metric_follows_the_sweep_then_the_file_then_the_preference_list(
+        doc: dict[str, object], prefer: str | None, shown: str) -> None:
+    from cockpit.models.custody import headline_metric
+
+    assert headline_metric(doc, prefer) == shown
+
+
+async def test_verify_shows_the_metric_the_sweep_names(tmp_path: Path, pool: object) -> None:
+    inst = box_tree(tmp_path / "box").model_copy(update={"metric": "val_dice"})
+    for cell, dice in (("a", 0.71), ("b", 0.73)):
+        (tmp_path / "box" / "durable" / cell / "best_metrics.json").write_text(
+            json.dumps({"epoch": 4, "loss": 0.5, "val_dice": dice}))
+    report = await run_verification(LocalBox(), inst, tmp_path / "pulled" / "v1", "s", pool)  # type: ignore[arg-type]
+    assert report.verification is not None and report.verification.complete
+    assert [v.metric for v in report.verification.verdicts] == ["epoch=4 val_dice=0.71",
+                                                                "epoch=4 val_dice=0.73"]

@@ -22,7 +22,15 @@ REQUIRED = ("best.pth", "best_metrics.json")
 """What every cell's durable folder must hold (platform-facts §6.4)."""
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 """Cell names that are safe as one path component (platform-facts §4.2)."""
-HEADLINE_KEYS = ("psnr", "mAP50", "map50", "dice", "accuracy", "acc", "f1", "loss")
+HEADLINE_KEYS = (
+    "val_acc", "val_accuracy", "eval_accuracy", "test_acc", "accuracy", "acc", "top1", "acc1",
+    "val_f1", "eval_f1", "f1", "mAP", "map", "mAP50", "map50", "mAP50-95", "mIoU", "miou", "iou",
+    "dice", "psnr", "ssim", "bleu", "rouge", "auc", "val_auc", "wer", "cer",
+    "val_loss", "eval_loss", "test_loss", "loss",
+)
+"""The headline metric of a best_metrics.json, first match wins (after the sweep's `metric:`
+and the file's own `"metric"` key naming one): validation/eval quality scores before generic
+ones, losses last. Keys are matched exactly, then ignoring case."""
 MAX_COMPONENT_BYTES = 255
 """Longest file-name component any local file system takes (ext4, APFS, NTFS): a longer name
 from the box cannot be pulled under its own name, so it is refused, not truncated."""
@@ -374,20 +382,26 @@ class Verification:
         return text
 
 
-def headline_metric(doc: object) -> str:
-    """`epoch=12 psnr=27.31` from a best_metrics.json document (empty when nothing fits)."""
+def headline_metric(doc: object, prefer: str | None = None) -> str:
+    """`epoch=12 psnr=27.31` from a best_metrics.json document (empty when nothing fits).
+
+    The key is, in order: `prefer` (the sweep's `metric:`), the document's own `"metric"` key
+    when it names one (`{"metric": "val_acc", "val_acc": 0.91}`), then HEADLINE_KEYS."""
     if not isinstance(doc, dict):
         return ""
     parts = []
-    named = doc.get("metric")  # some trainers name their headline key: {"metric": "val_acc"}
-    keys = (named, *HEADLINE_KEYS) if isinstance(named, str) else HEADLINE_KEYS
+    named = doc.get("metric")
+    wanted = [k for k in (prefer, named) if isinstance(k, str) and k] + list(HEADLINE_KEYS)
     epoch = doc.get("epoch")
     if isinstance(epoch, int | float) and not isinstance(epoch, bool):
         parts.append(f"epoch={epoch:g}")
-    for key in keys:
-        value = doc.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            parts.append(f"{key}={value:.4g}")
+    numbers = {k: v for k, v in doc.items() if isinstance(k, str) and not isinstance(v, bool)
+               and isinstance(v, int | float) and k != "epoch"}
+    folded = {k.lower(): k for k in numbers}
+    for key in wanted:
+        found = key if key in numbers else folded.get(key.lower())
+        if found is not None:
+            parts.append(f"{found}={numbers[found]:.4g}")
             break
     return " ".join(parts)
 

@@ -131,6 +131,9 @@ class Instance(Strict):
     checkpoints: RemotePath | None = None
     durable_root: RemotePath | None = None
     tmux_session: Name | None = None
+    metric: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    """The headline metric key of `best_metrics.json` (e.g. `val_mIoU`), shown by verify; by
+    default the file's own `"metric"` key, then a preference list (README)."""
     mounts: dict[Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")], RemotePath] = {}
     """Override a profile tier's path by tier id (e.g. `data: /mnt/big`)."""
     extra_mounts: tuple[RemotePath, ...] = ()

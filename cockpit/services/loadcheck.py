@@ -604,9 +604,9 @@ def check_safetensors(path: str) -> tuple[bool, str]:
 # -- metrics -----------------------------------------------------------------------------------
 
 
-def check_metrics(path: str) -> tuple[bool, str, str]:
+def check_metrics(path: str, prefer: str | None = None) -> tuple[bool, str, str]:
     """best_metrics.json: bounded, strict JSON, an object of finite numbers; (ok, reason,
-    headline metric made safe to show and store)."""
+    headline metric made safe to show and store; `prefer` is the sweep's named metric)."""
     size = os.path.getsize(path)
     if size > MAX_METRICS_BYTES:
         return False, (f"best_metrics.json is {size} bytes, over the {MAX_METRICS_BYTES}-byte cap "
@@ -630,24 +630,25 @@ def check_metrics(path: str) -> tuple[bool, str, str]:
         numbers += 1
     if not numbers:
         return False, "best_metrics.json holds no number at its top level (no metric)", ""
-    return True, "", one_line(headline_metric(doc), MAX_METRIC_CHARS)
+    return True, "", one_line(headline_metric(doc, prefer), MAX_METRIC_CHARS)
 
 
 # -- the worker's entry point ------------------------------------------------------------------
 
 
-def _checker(name: str) -> Callable[[str], tuple[bool, str, str]] | None:
+def _checker(name: str, prefer: str | None) -> Callable[[str], tuple[bool, str, str]] | None:
     if name.endswith(CHECKPOINT_SUFFIXES):
         return lambda path: (*load_checkpoint(path), "")
     if name.endswith(".safetensors"):
         return lambda path: (*check_safetensors(path), "")
     if name == "best_metrics.json":
-        return check_metrics
+        return lambda path: check_metrics(path, prefer)
     return None
 
 
-def check_file(path: str) -> FileCheck:
+def check_file(path: str, prefer: str | None = None) -> FileCheck:
     """Hash `path`, then load it as what its name says it is (runs in a worker process).
+    `prefer`: the metric the sweep names as the headline (`metric:` on the instance).
 
     Total: every failure, expected or not (MemoryError, RecursionError, OSError, struct and
     zip errors, ...), becomes `loaded=False` with a one-line reason."""
@@ -656,7 +657,7 @@ def check_file(path: str) -> FileCheck:
     except Exception as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else describe(exc)
         return FileCheck(path, -1, "", False, one_line(f"cannot read: {why}"))
-    checker = _checker(os.path.basename(path))
+    checker = _checker(os.path.basename(path), prefer)
     if checker is None:
         return FileCheck(path, size, sha, None)
     try:

@@ -138,11 +138,12 @@ def regular_file(path: Path) -> bool:
     return not path.is_symlink() and path.is_file()
 
 
-async def check_files(paths: list[Path], pool: Executor) -> dict[Path, FileCheck]:
+async def check_files(paths: list[Path], pool: Executor, prefer: str | None = None) -> dict[Path, FileCheck]:
     """Hash and load each file in the pool. A check that fails in any way (a worker killed by
     the kernel, a pool already broken) is that file's failure, never the verification's."""
     loop = asyncio.get_running_loop()
-    results = await asyncio.gather(*(loop.run_in_executor(pool, check_file, str(p)) for p in paths),
+    results = await asyncio.gather(*(loop.run_in_executor(pool, check_file, str(p), prefer)
+                                     for p in paths),
                                    return_exceptions=True)
     checks: dict[Path, FileCheck] = {}
     for path, result in zip(paths, results, strict=True):
@@ -184,12 +185,14 @@ async def verify_pulled(
     excluded: Mapping[str, str] | None = None,
     causes: Mapping[str, FailureCause] | None = None,
     queue_log: str | None = None,
+    metric: str | None = None,
 ) -> Verification:
     """Verdict per expected cell from the queue log's evidence and the local copies.
 
     A cell is OK only with a FINISHED exit=0 mark for its latest run *and* every file pulled,
     hashed and loaded with content. `excluded`: cells the user removed from N (cell ->
     recorded reason). `causes`: the classified failure of a cell that failed on the box.
+    `metric`: the sweep's headline metric for best_metrics.json.
     """
     excluded = excluded or {}
     causes = causes or {}
@@ -197,7 +200,7 @@ async def verify_pulled(
     problems = reconcile(expected, manifest)
     wanted = set(result_cells(expected, state, excluded))
     to_check = [local_path(dest, f) for f in manifest.files if f.cell in wanted]
-    checks = await check_files([p for p in to_check if regular_file(p)], pool)
+    checks = await check_files([p for p in to_check if regular_file(p)], pool, metric)
     verdicts = []
     for name in expected:
         evidence = manifest.evidence_of(name)
@@ -510,7 +513,7 @@ async def run_verification(
     stage("hashing and loading the local copies")
     report.verification = await verify_pulled(instance.name, report.expected, state, dest, pool,
                                               excluded=excluded, causes=known,
-                                              queue_log=instance.queue_log)
+                                              queue_log=instance.queue_log, metric=instance.metric)
     report.marker = write_marker(dest, report.verification, sweep)
     report.runbook_marker = runbook_marker(dest)
     stage(report.verification.summary)
