@@ -89,12 +89,17 @@ def test_a_finding_and_its_repeats_collapse_with_a_count() -> None:
     assert log.version == 4
 
 
-@pytest.mark.parametrize(("rc", "rule_id", "klass"), [
-    (1, "", UNCLASSIFIED), (137, "U9", "host-oom"), (2, "U33", "ops"), (3, "U6-gate", "disk-full"),
-    (-9, "", UNCLASSIFIED), (127, "AD2", "environment"), (130, "INT", "ops")])
-def test_a_bare_non_zero_exit_is_named_by_its_code(rc: int, rule_id: str, klass: str) -> None:
+@pytest.mark.parametrize(("rc", "runner_known", "rule_id", "klass"), [
+    (1, False, "", UNCLASSIFIED), (137, False, "U9", "host-oom"), (-9, False, "", UNCLASSIFIED),
+    (127, False, "AD2", "environment"), (130, False, "INT", "ops"),
+    # A code below 126 means what the program chose (argparse exits 2, a script sys.exit(3)):
+    # only the cockpit's own runner's codes are named by the code alone.
+    (2, False, "", UNCLASSIFIED), (3, False, "", UNCLASSIFIED),
+    (2, True, "U33", "ops"), (3, True, "U6-gate", "disk-full")])
+def test_a_bare_non_zero_exit_is_named_by_its_code(rc: int, runner_known: bool, rule_id: str,
+                                                   klass: str) -> None:
     log = FailureLog()
-    log.cell_finished("det_baseline", rc, 42.0, RULEBOOK)
+    log.cell_finished("det_baseline", rc, 42.0, RULEBOOK, runner_known)
     (event,) = log.events
     assert (event.klass, event.rule_id, event.cell, event.exit_code) == (
         klass, rule_id, "det_baseline", rc)

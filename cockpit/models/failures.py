@@ -103,8 +103,11 @@ class FailureLog:
         return self._insert(FailureEvent(rule.id, cell, rule.klass, rule.spec.title, at, at,
                                          message, rule.remediation, rule.id, rule.spec.retry))
 
-    def cell_finished(self, cell: str, exit_code: int, at: float, rulebook: Rulebook) -> None:
-        """A FINISHED line: a non-zero exit is an event unless the log already explained it."""
+    def cell_finished(self, cell: str, exit_code: int, at: float, rulebook: Rulebook,
+                      runner_known: bool = False) -> None:
+        """A FINISHED line: a non-zero exit is an event unless the log already explained it.
+        `runner_known`: the exit came from the cockpit's own runner, whose codes mean what its
+        rules say (see `Rulebook.for_exit`)."""
         if exit_code == 0:
             return
         self.version += 1
@@ -113,7 +116,7 @@ class FailureLog:
             for event in explained:
                 event.exit_code = exit_code
             return
-        self._insert(_exit_event(cell, exit_code, at, rulebook.for_exit(exit_code)))
+        self._insert(_exit_event(cell, exit_code, at, rulebook.for_exit(exit_code, runner_known)))
 
     def for_cell(self, cell: str) -> list[FailureEvent]:
         """The cell's events, most specific rule first (what a failed cell is blamed on)."""

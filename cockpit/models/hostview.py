@@ -337,7 +337,8 @@ class HostTracker:
             if rule is not None:
                 self.failures.add_rule(names[index], rule, at, f"Slurm: {task.text}")
             else:
-                self.failures.cell_finished(names[index], task.exit_code or 1, at, self.rulebook)
+                self.failures.cell_finished(names[index], task.exit_code or 1, at, self.rulebook,
+                                            runner_known=True)  # our run_one.sh under sbatch
 
     def queue_view(self) -> QueueView:
         """The queue's cells as of the newest snapshot (remote clock).

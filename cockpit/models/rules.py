@@ -162,9 +162,23 @@ class Rulebook:
             return rule
         return None
 
-    def for_exit(self, code: int) -> Rule | None:
-        """The rule that explains a bare exit code, if any."""
+    def for_exit(self, code: int, runner_known: bool = False) -> Rule | None:
+        """The rule that explains a bare exit code, if any.
+
+        Codes from 126 up are conventions of the shell and the kernel (126/127: cannot run /
+        not found; 128+N: killed by signal N) and mean the same whoever ran the cell. A lower
+        code means what the program that exited chose: 2 is argparse's usage error as often
+        as a durable-sync gate, 3 any script's `sys.exit(3)`. Those classify only when the
+        runner that produced them is known to be ours (`runner_known`: the cockpit's own
+        run_one.sh, e.g. under Slurm); otherwise the exit stays unclassified ("read the log").
+        """
+        if code < SHELL_CODES and not runner_known:
+            return None
         return next((rule for rule in self.rules if code in rule.spec.exit_codes), None)
+
+
+SHELL_CODES = 126
+"""Exit codes from here up are the shell's and the kernel's (see `Rulebook.for_exit`)."""
 
 
 def merge(shipped: RuleFile, *extra: RuleFile) -> Rulebook:

@@ -435,7 +435,7 @@ async def classify_failed(box: Box, instance: Instance, codes: Mapping[str, int]
             found = severe[-1]
             causes[cell] = FailureCause(found.rule.id, found.rule.klass, found.rule.spec.title,
                                         visible(found.excerpt)[:300])
-        elif (rule := rulebook.for_exit(code)) is not None:
+        elif (rule := rulebook.for_exit(code, runner_known=is_slurm(instance))) is not None:
             causes[cell] = FailureCause(rule.id, rule.klass, rule.spec.title, f"exit={code}")
     return causes
 
