@@ -55,8 +55,29 @@ async def test_an_inode_budget_that_does_not_fit_fails_naming_it(sshd: Sshd, tmp
                for _, reason in room)
     # A box without nvidia-smi cannot give the GPU the sweep expects.
     assert found["gpu"][0] == "FAIL"
-    # The generic profile's only tier is lost on destroy: the durable root is not durable.
-    assert found["durable"][0] in ("FAIL", "WARN")
+    # The generic profile knows no tier that survives: a fact of the platform, not an error in
+    # the sweep, so a WARN that says what to do (issue 14: no generic sweep could ever pass).
+    assert found["durable"][0] == "WARN" and "durable_mount" in found["durable"][1]
+
+
+async def test_a_declared_durable_mount_must_really_be_a_mounted_volume(sshd: Sshd, tmp_path: Path) -> None:
+    loaded = load_sweep(sweep_with(tmp_path, sshd, f"    durable_mount: {tmp_path}\n"))
+    inst = loaded.sweep.instances[0]
+    report = await preflight_instance(inst, loaded.profiles[inst.profile], loaded.sweep, loaded.directory)
+    level, reason = checks(report)["durable"]
+    assert level == "FAIL" and "on the root filesystem" in reason, reason
+    volume = Path("/dev/shm") / f"cockpit-durable-{tmp_path.name}"
+    volume.mkdir()
+    try:
+        loaded = load_sweep(sweep_with(tmp_path / "b", sshd, "    durable_mount: /dev/shm\n",
+                                       durable=str(volume)))
+        inst = loaded.sweep.instances[0]
+        report = await preflight_instance(inst, loaded.profiles[inst.profile], loaded.sweep,
+                                          loaded.directory)
+        level, reason = checks(report)["durable"]
+        assert level == "PASS" and "declared durable by the sweep" in reason, reason
+    finally:
+        volume.rmdir()
 
 
 def test_preflight_cli_exit_codes(sshd: Sshd, tmp_path: Path) -> None:

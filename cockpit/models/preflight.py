@@ -151,17 +151,51 @@ def _durable(report: PreflightReport, instance: Instance, profile: Profile, snap
         why = mount.error if mount is not None and mount.error else "not found"
         report.add("durable", Level.FAIL, f"durable_root {root} does not exist on the box ({why})")
         return
-    tier = tier_of(root, profile, instance)
     irreversible = [a for a in profile.teardown.actions if not a.reversible]
+    if instance.durable_mount is not None:
+        _declared(report, root, instance.durable_mount, mount)
+        return
+    tier = tier_of(root, profile, instance)
     if tier is None:
         report.add("durable", Level.WARN, f"durable_root {root} is on no storage tier the "
                                           f"{profile.platform} profile knows: its survival is unknown")
     elif irreversible and not tier.survives_destroy:
-        report.add("durable", Level.FAIL, f"durable_root {root} is on {tier.label}, which is LOST on "
-                                          f"{irreversible[-1].label}: put it on a tier that survives")
+        if not any(t.survives_destroy for t in profile.storage.tiers):
+            # Nothing the profile knows survives (a bare box): not a mistake in the sweep, a
+            # fact of the platform. The gate still holds teardown until the pull is N/N.
+            report.add("durable", Level.WARN, f"durable_root {root} is on {tier.label}, and the "
+                                              f"{profile.platform} profile knows no storage that "
+                                              f"survives {irreversible[-1].label}: pull and verify "
+                                              f"before teardown, or declare a mounted volume that "
+                                              f"survives as durable_mount")
+        else:
+            report.add("durable", Level.FAIL, f"durable_root {root} is on {tier.label}, which is "
+                                              f"LOST on {irreversible[-1].label}: put it on a tier "
+                                              f"that survives")
     else:
         report.add("durable", Level.PASS, f"durable_root {root} is on {tier.label}, which survives "
                                           f"{'teardown' if irreversible else 'stop'}")
+
+
+def _declared(report: PreflightReport, root: str, declared: str, mount: Mount) -> None:
+    """The sweep declares `declared` a mounted volume that survives teardown: durable_root must
+    be inside it and on its own filesystem (not the box's root disk). The survival is the
+    user's word, not the profile's, and the reason says so."""
+    inside = PurePosixPath(root) == PurePosixPath(declared) or \
+        PurePosixPath(declared) in PurePosixPath(root).parents
+    target = mount.target if isinstance(mount.target, str) else None
+    if not inside:
+        report.add("durable", Level.FAIL, f"durable_root {root} is not inside the declared "
+                                          f"durable_mount {declared}")
+    elif target is None or target == "/":
+        report.add("durable", Level.FAIL, f"durable_mount {declared} is declared, but durable_root "
+                                          f"{root} is on the root filesystem "
+                                          f"({target or 'mount point unknown'}): the volume is not "
+                                          f"mounted there")
+    else:
+        report.add("durable", Level.PASS, f"durable_root {root} is on the volume mounted at "
+                                          f"{target} ({mount.fstype}), declared durable by the "
+                                          f"sweep (the profile cannot vouch for it)")
 
 
 def _room(report: PreflightReport, instance: Instance, snap: HostSnapshot) -> None:

@@ -130,6 +130,10 @@ class Instance(Strict):
     run_logs: RemotePath | None = None
     checkpoints: RemotePath | None = None
     durable_root: RemotePath | None = None
+    durable_mount: RemotePath | None = None
+    """A mounted volume you declare survives teardown (a network volume, NFS, a provider's
+    persistent disk) where the profile knows none (generic-ssh): preflight checks that
+    durable_root is on it and that it is really mounted."""
     tmux_session: Name | None = None
     metric: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     """The headline metric key of `best_metrics.json` (e.g. `val_mIoU`), shown by verify; by
