@@ -37,6 +37,9 @@ START_RE = re.compile(_TS + r" \[(?P<i>\d+)/(?P<n>\d+)\] STARTING (?P<name>\S+)"
 FINISH_RE = re.compile(_TS + r" \[(?P<i>\d+)/(?P<n>\d+)\] FINISHED (?P<name>\S+) "
                        r"\(exit=(?P<rc>-?\d+)\)")
 DONE_RE = re.compile(_TS + r" === QUEUE DONE on (?P<host>\S+) -- (?P<rest>.*?) ===")
+SYNCED_RE = re.compile(r"\bsynced (?P<name>\S+) to durable storage\b")
+"""The runbook's (and our) run_one.sh after a verified copy to the durable root: evidence shown
+beside a cell's state, never a verdict alone (the exit code is the verdict)."""
 EPOCH_RE = re.compile(r"\bEpoch\s*\[?\s*(?P<k>\d+)\s*/\s*(?P<n>\d+)\b")
 
 
@@ -155,10 +158,19 @@ class QueueLog:
     """The last QUEUE DONE line, if nothing started after it."""
     header_start: int | None = None
     total: int | None = None
+    resumed_from: int | None = None
+    """`starting from N` of the log's first header when no mark came before it: the log was
+    started (a `| tee` truncates it) by a resume from N, so cells before N were handled by an
+    earlier run of this queue whose marks are lost. A later header in an appended log does
+    not set it: the earlier marks are then still in the log."""
     _seen: dict[tuple[str, Finished], None] = field(default_factory=dict)
     """FINISHED marks already reported, oldest first (bounded by `MAX_CELLS`)."""
     _known: set[str] = field(default_factory=set)
     """The names in `order`, for a constant-time membership test."""
+    synced: dict[str, None] = field(default_factory=dict)
+    """Cells whose run_one.sh said `synced NAME to durable storage` (bounded by `MAX_CELLS`)."""
+    _headed: bool = False
+    """Whether a header line was seen (only the first can be a truncating resume's)."""
 
     def feed(self, lines: list[str], utc_offset: float | NA) -> list[tuple[str, Finished]]:
         """Absorb lines; returns the cells that finished in them (for the failure log).
@@ -176,6 +188,7 @@ class QueueLog:
                 self.started[name] = Started(index, total, at, (m["task"] or "").strip(),
                                              bounded_int(m["epochs"]))
                 self.finished.pop(name, None)
+                self.synced.pop(name, None)  # this run has not synced yet
                 self._remember(name)
                 self.last_started, self.done_line, self.total = name, None, total
             elif (m := FINISH_RE.search(line)) is not None:
@@ -192,11 +205,19 @@ class QueueLog:
                     newly.append((m["name"], fin))
                     while len(self._seen) > MAX_CELLS:
                         del self._seen[next(iter(self._seen))]
+            elif (m := SYNCED_RE.search(line)) is not None:
+                self.synced.pop(m["name"], None)
+                self.synced[m["name"]] = None
+                while len(self.synced) > MAX_CELLS:
+                    del self.synced[next(iter(self.synced))]
             elif (m := DONE_RE.search(line)) is not None:
                 self.done_line = line[m.start():].strip()[:MAX_PARTIAL]
             elif (m := HEADER_RE.search(line)) is not None:
                 start, total = bounded_int(m["start"]), bounded_int(m["total"])
                 if start is not None and total is not None:
+                    if not self._headed and not self.order and not self.finished:
+                        self.resumed_from = start if start > 1 else None
+                    self._headed = True
                     self.header_start, self.total, self.done_line = start, total, None
         return newly
 
@@ -219,11 +240,39 @@ class QueueLog:
 
 @dataclass
 class RunProgress:
-    """The last `Epoch k/N` a cell's own log printed."""
+    """How far a cell's own log says it is (read by `cockpit.models.progress.advance`).
+
+    `epoch`/`epochs` are what the queue panel shows as k/N and what its ETA is paced on:
+    epochs when the log names them, else (`unit` "step") the steps of a run that prints only
+    a step counter with a total. `epochs` 0: the log printed no total."""
 
     epoch: int = 0
     epochs: int = 0
     completed: bool = False
+    unit: str = "epoch"
+    """"epoch", or "step" when `epoch`/`epochs` hold a step counter (no epoch was printed)."""
+    fraction: float | None = None
+    """How far into the current epoch (0..1) a bar, a batch counter or a fractional epoch
+    (`'epoch': 1.5`) says the run is; None when nothing said."""
+    step: int = 0
+    steps: int = 0
+    """The newest whole-run step counter and its total (0: none printed)."""
+    epoch_seen: bool = False
+    """Whether any line named an epoch (then steps never stand in for epochs)."""
+
+    @property
+    def done_epochs(self) -> float:
+        """Epochs (or, for `unit` "step", steps) done, with the fraction of the current one."""
+        return self.epoch + (self.fraction or 0.0)
+
+    def eta_s(self, elapsed_s: float, total: int | None = None) -> float | None:
+        """Seconds left at the pace observed so far: elapsed / done x what is left, against
+        `total` (the queue file's epochs when the log printed none). None without progress."""
+        total = self.epochs or total
+        done = self.done_epochs
+        if not total or done <= 0 or elapsed_s < 0:
+            return None
+        return elapsed_s / done * max(0.0, total - done)
 
 
 class CellState(Enum):
@@ -234,6 +283,10 @@ class CellState(Enum):
     OK = "finished ok"
     FAILED = "failed"
     INTERRUPTED = "interrupted"  # started, never finished, and no queue process now
+    EARLIER = "finished earlier"
+    """Before the `starting from N` of a master log a resume truncated: an earlier run of this
+    queue handled it, but its FINISHED mark (and exit code) is lost. Never OK, never re-run
+    by `resume`; `rerun` re-runs it on request."""
 
 
 @dataclass(frozen=True)
@@ -251,6 +304,15 @@ class CellView:
     eta_s: float | None = None
     note: str = ""
     """What a scheduler said (`TIMEOUT`, `PENDING (Resources)`), shown instead of the exit code."""
+    evidence: str = ""
+    """What the state rests on (`master log: FINISHED exit=0`, `master log truncated by a
+    resume from 3; own log: Training completed`), shown beside it."""
+
+    @property
+    def proven(self) -> bool:
+        """Whether a resume must never run this cell again: FINISHED exit=0 in the master
+        log, or handled by an earlier run before a truncating resume's `starting from N`."""
+        return self.state in (CellState.OK, CellState.EARLIER)
 
     @property
     def state_text(self) -> str:
@@ -275,8 +337,26 @@ class QueueView:
 
     @property
     def finished(self) -> int:
-        """Cells that finished, ok or failed."""
-        return sum(c.state in (CellState.OK, CellState.FAILED) for c in self.cells)
+        """Cells that finished, ok or failed (or earlier, before a truncating resume)."""
+        return sum(c.state in (CellState.OK, CellState.FAILED, CellState.EARLIER)
+                   for c in self.cells)
+
+    @property
+    def resume_from(self) -> int | None:
+        """Where `run_queue.sh QUEUE N` can start without running a proven cell again: the
+        cell after the last proven one, when that cell exists and nothing runs; else None."""
+        if self.running is not None or not self.cells:
+            return None
+        last = max((c.index for c in self.cells if c.proven), default=0)
+        return next((c.index for c in self.cells if c.index > last), None)
+
+    @property
+    def unproven_before_resume(self) -> tuple[CellView, ...]:
+        """Cells without proof of success that a resume cannot reach (a proven cell follows
+        them): only `cockpit rerun --cells` runs them again."""
+        start = self.resume_from
+        return tuple(c for c in self.cells if not c.proven and c.state is not CellState.RUNNING
+                     and (start is None or c.index < start))
 
     @property
     def failed(self) -> tuple[CellView, ...]:
@@ -308,6 +388,14 @@ def _cell_rows(lines: tuple[QueueLine, ...], log: QueueLog) -> list[tuple[int, s
     return rows
 
 
+def _own_log(prog: RunProgress | None) -> str:
+    """The cell's own log as evidence: `; own log: Training completed`, `; own log: no
+    completion line`, or nothing when its log was not read. Shown, never a verdict alone."""
+    if prog is None:
+        return ""
+    return "; own log: Training completed" if prog.completed else "; own log: no completion line"
+
+
 def build_view(
     lines: tuple[QueueLine, ...],
     log: QueueLog,
@@ -332,11 +420,18 @@ def build_view(
         epoch = prog.epoch if prog else 0
         total_epochs = (prog.epochs if prog and prog.epochs else None) or (
             st.epochs if st and st.epochs else epochs)
+        own = _own_log(prog) + ("; synced to durable storage" if name in log.synced else "")
         if fin is not None:
             state = CellState.OK if fin.exit_code == 0 else CellState.FAILED
             elapsed = fin.at - st.at if st is not None else None
             views.append(CellView(index, name, task, total_epochs, state, fin.exit_code, epoch,
-                                  elapsed))
+                                  elapsed, evidence=f"master log: FINISHED exit={fin.exit_code}"
+                                  + own))
+        elif st is None and log.resumed_from is not None and index < log.resumed_from:
+            views.append(CellView(
+                index, name, task, total_epochs, CellState.EARLIER, None, epoch,
+                evidence=f"master log truncated by a resume from {log.resumed_from}; exit "
+                         f"code lost" + own))
         elif st is not None:
             running = alive is not False and name == log.last_started
             elapsed = max(0.0, now - st.at)
@@ -344,11 +439,17 @@ def build_view(
             if running and epoch > 0:
                 eta = elapsed / epoch * max(0, total_epochs - epoch)
                 rates.append(elapsed / epoch)
+            if running:
+                why = ("master log: STARTING, no FINISHED; queue process alive" if alive else
+                       "master log: STARTING, no FINISHED; processes not checked")
+            else:
+                why = "master log: STARTING, no FINISHED; no queue process"
             views.append(CellView(index, name, task, total_epochs,
                                   CellState.RUNNING if running else CellState.INTERRUPTED,
-                                  None, epoch, elapsed, eta))
+                                  None, epoch, elapsed, eta, evidence=why + own))
         else:
-            views.append(CellView(index, name, task, total_epochs, CellState.PENDING))
+            views.append(CellView(index, name, task, total_epochs, CellState.PENDING,
+                                  evidence="no mark in the master log" + own))
     views.sort(key=lambda c: c.index)
     rate = sum(rates) / len(rates) if rates else None
     running_cell = next((c for c in views if c.state is CellState.RUNNING), None)
