@@ -20,15 +20,14 @@ from cockpit.models.durations import format_duration
 from cockpit.models.failures import FailureLog
 from cockpit.models.health import IDLE_PCT, Judgement, judge
 from cockpit.models.profile import DangerClock, Profile
+from cockpit.models.progress import advance, last_redrawn, parse_progress
 from cockpit.models.queue import (
-    EPOCH_RE,
     CellState,
     LineSplitter,
     QueueLine,
     QueueLog,
     QueueView,
     RunProgress,
-    bounded_int,
     build_view,
     parse_queue_file,
 )
@@ -244,7 +243,7 @@ class HostTracker:
             if chunk.path == self.instance.queue_log:
                 self._master_lines(lines, snap)
             else:
-                self._run_lines(_cell_name(chunk.path), lines)
+                self._run_lines(_cell_name(chunk.path), lines, last_redrawn(text))
         self._forget_gone(snap)
 
     def _forget_gone(self, snap: HostSnapshot) -> None:
@@ -306,15 +305,18 @@ class HostTracker:
         for name, fin in self.queue_log.feed(lines, snap.utc_offset):
             self.failures.cell_finished(name, fin.exit_code, fin.at, self.rulebook)
 
-    def _run_lines(self, cell: str, lines: list[str]) -> None:
+    def _run_lines(self, cell: str, lines: list[str], redrawn: str | None = None) -> None:
+        """Progress and completion from a cell's complete lines, then from `redrawn`: the
+        newest whole bar state of a line still being redrawn with `\\r` (a tqdm or Lightning
+        bar prints no newline until its loop ends)."""
         prog = self.progress.setdefault(cell, RunProgress())
         for line in lines:
-            for match in EPOCH_RE.finditer(line):
-                epoch, epochs = bounded_int(match["k"]), bounded_int(match["n"])
-                if epoch is not None and epochs is not None:  # `Epoch <5000 digits>/5`: no
-                    prog.epoch, prog.epochs = epoch, epochs
+            if (progress := parse_progress(line)) is not None:
+                advance(prog, progress)
             if "Training completed" in line:
                 prog.completed = True
+        if redrawn is not None and (progress := parse_progress(redrawn)) is not None:
+            advance(prog, progress)
 
     # -- views --------------------------------------------------------------------------
     @property
