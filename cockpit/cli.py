@@ -107,8 +107,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
     for verb, text in (("launch", "deploy our queue runner and start the queue detached (tmux, "
                                   "else nohup); refuses when it already runs"),
-                       ("resume", "start again at the first unfinished cell, once nothing of "
-                                  "the queue runs"),
+                       ("resume", "start again after the last cell with proof of success "
+                                  "(never re-runs a proven cell), once nothing of the queue runs"),
+                       ("rerun", "run only the named cells again, as a new queue file beside "
+                                 "the original, their old logs rotated; refused while it runs"),
                        ("stop", "kill the queue's exact tmux session (or its verified PIDs)")):
         cmd = sub.add_parser(verb, help=text)
         cmd.add_argument("sweep", type=Path)
@@ -116,6 +118,9 @@ def _build_parser() -> argparse.ArgumentParser:
         if verb == "launch":
             cmd.add_argument("--queue", type=Path, metavar="FILE",
                              help="a local queue file to upload first (refused while in use)")
+        if verb == "rerun":
+            cmd.add_argument("--cells", required=True, metavar="A,B",
+                             help="comma-separated cell names (config basenames)")
         if verb == "stop":
             cmd.add_argument("--confirm", required=True, metavar="NAME",
                              help="type the instance name: stopping kills a running training")
@@ -337,6 +342,11 @@ def _cmd_queue_control(args: argparse.Namespace) -> int:
     if args.command == "stop" and args.confirm != inst.name:
         _say(f"--confirm {args.confirm!r} is not the instance name {inst.name!r}: nothing stopped", err=True)
         return EXIT_INVALID
+    cells = [c.strip() for c in args.cells.split(",") if c.strip()] if args.command == "rerun" \
+        else None
+    if cells is not None and not cells:
+        _say("--cells names no cell: give them as a,b", err=True)
+        return EXIT_INVALID
     queue_text = None
     if args.command == "launch" and args.queue is not None:
         try:
@@ -349,7 +359,7 @@ def _cmd_queue_control(args: argparse.Namespace) -> int:
         box = await open_box(inst, lambda i: ssh.build_target(i, loaded.sweep.ssh, loaded.directory))
         try:
             return await control(box, inst, loaded.profiles[inst.profile], loaded.sweep.sweep,
-                                 args.command, queue_text=queue_text)
+                                 args.command, queue_text=queue_text, cells=cells)
         finally:
             await box.close()
 
@@ -513,6 +523,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "discover": _cmd_discover,
         "launch": _cmd_queue_control,
         "resume": _cmd_queue_control,
+        "rerun": _cmd_queue_control,
         "stop": _cmd_queue_control,
         "status": _cmd_status,
         "trust": _cmd_trust,

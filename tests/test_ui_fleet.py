@@ -70,7 +70,10 @@ async def test_enter_opens_box_screen_with_four_filled_panels(demo: Path, tmp_pa
         assert "A100" in texts([screen.query_one("#gpu-body", Static)])
         disk = texts([screen.query_one("#disk-body", Static)])
         assert "survives stop" in disk and "inodes" in disk and "OOM kills" in disk
-        assert "start_index" in texts([screen.query_one("#queue-head", Static)])
+        # The demo queue runs: no resume command is offered while it does (issue 14).
+        assert "resume at" not in texts([screen.query_one("#queue-head", Static)])
+        detail = texts([screen.query_one("#queue-detail", Static)])
+        assert "master log" in detail or "no mark in the master log" in detail, detail
         assert screen.query_one("#failure-table", DataTable).columns
         assert texts([screen.query_one("#failure-detail", Static)]).strip()
         assert len(screen.query("Sparkline")) == 2, "one util sparkline per GPU"

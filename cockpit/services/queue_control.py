@@ -13,9 +13,13 @@ from cockpit.services.remote import Box
 
 
 async def control(box: Box, instance: Instance, profile: Profile, sweep: str, verb: str, *,
-                  queue_text: str | None = None) -> str:
-    """`launch`, `resume` or `stop`; `queue_text` (launch only) is uploaded first."""
+                  queue_text: str | None = None, cells: list[str] | None = None) -> str:
+    """`launch`, `resume`, `rerun` (of `cells`) or `stop`; `queue_text` (launch only) is
+    uploaded first."""
     if profile.detach.primitive == "sbatch":
+        if verb == "rerun":
+            raise launch.LaunchRefused("rerun of single cells is not available for Slurm array "
+                                       "jobs yet: resubmit the cells' tasks with sbatch --array")
         if verb == "stop":
             jobs = await slurm.cancel(box, instance, sweep)
             return f"scancel {' '.join(map(str, jobs))}" if jobs else "no job of this sweep recorded"
@@ -27,10 +31,20 @@ async def control(box: Box, instance: Instance, profile: Profile, sweep: str, ve
         return f"submitted array job {job} from cell {start} (sbatch)"
     if verb == "stop":
         return await launch.stop(box, instance, sweep)
+    rotated: list[str] = []
+    queue = instance.queue
     if verb == "resume":
         result = await launch.resume(box, instance, sweep)
+    elif verb == "rerun":
+        result, queue, rotated = await launch.rerun(box, instance, sweep, cells or [])
     else:
         result = await launch.launch(box, instance, sweep, queue_text=queue_text)
     where = f"tmux session {result.session}" if result.session else "nohup (no tmux)"
-    return (f"alive in {result.seconds_to_alive:.1f} s from cell {result.start_index} in {where}, "
-            f"pid {', '.join(map(str, result.pids))}\n{result.first_line}")
+    out = (f"alive in {result.seconds_to_alive:.1f} s from cell {result.start_index} in {where}, "
+           f"pid {', '.join(map(str, result.pids))}\n{result.first_line}")
+    if verb == "rerun":
+        out = (f"re-running {', '.join(dict.fromkeys(cells or []))} from the new queue file {queue}"
+               f"; old logs kept as {', '.join(rotated) or '(none existed)'}\n{out}")
+    if result.note:
+        out += f"\nnote: {result.note}"
+    return out

@@ -11,8 +11,19 @@ import datetime as dt
 from enum import Enum
 from typing import Any
 
+from cockpit.models.queue import (
+    EPOCH_RE,
+    LineSplitter,
+    QueueLog,
+    QueueView,
+    RunProgress,
+    bounded_int,
+    build_view,
+    parse_queue_file,
+)
 from cockpit.models.snapshot import NA, HostSnapshot, Reachability
 from cockpit.models.summary import mean_util, pct, queue_state, worst_disk, worst_inodes
+from cockpit.models.sweep import Instance
 from cockpit.models.text import remote_text
 from cockpit.services.fleet import InstanceStatus
 
@@ -67,6 +78,60 @@ def _snapshot_doc(snap: HostSnapshot) -> dict[str, Any]:
     }
 
 
+def queue_view_of(instance: Instance, snap: HostSnapshot) -> QueueView:
+    """The queue's cells from one probe record: the queue file, the master log's marks (and
+    its tail, when the record carries it) and the cells' own logs the record carries."""
+    log = QueueLog()
+    if snap.queue.queue_marks:
+        log.feed(snap.queue.queue_marks.splitlines(), snap.utc_offset)
+    progress: dict[str, RunProgress] = {}
+    for chunk in snap.log_chunks:
+        lines = LineSplitter().feed(chunk.data.decode(errors="replace") + "\n")
+        if chunk.path == instance.queue_log:
+            log.feed(lines, snap.utc_offset)
+            continue
+        name = chunk.path.rsplit("/", 1)[-1].removesuffix(".log")
+        prog = progress.setdefault(name, RunProgress())
+        for line in lines:
+            for match in EPOCH_RE.finditer(line):
+                k, n = bounded_int(match["k"]), bounded_int(match["n"])
+                if k is not None and n is not None:
+                    prog.epoch, prog.epochs = k, n
+            if "Training completed" in line:
+                prog.completed = True
+    pids = snap.queue.process_pids
+    alive = None if isinstance(pids, NA) else bool(pids)
+    now = snap.observed_at if isinstance(snap.remote_time, NA) else snap.remote_time
+    return build_view(parse_queue_file(snap.queue.queue_text or ""), log, progress,
+                      alive=alive, now=now)
+
+
+def queue_document(instance: Instance, snap: HostSnapshot) -> dict[str, Any]:
+    """k/N, each cell's state with the evidence it rests on, and (when nothing runs) the
+    command that would resume it: the `queue_view` part of `status --json`."""
+    from cockpit.services.launch import resume_hint
+
+    view = queue_view_of(instance, snap)
+    doc: dict[str, Any] = {
+        "finished": view.finished,
+        "total": len(view.cells),
+        "progress": f"{view.finished}/{len(view.cells)}" if view.cells else None,
+        "summary": view.summary,
+        "cells": [{"index": c.index, "name": c.name, "state": c.state.value,
+                   "state_text": c.state_text, "exit_code": c.exit_code, "proven": c.proven,
+                   "evidence": c.evidence, "epoch": c.epoch, "epochs": c.epochs}
+                  for c in view.cells],
+        "resume_from": view.resume_from,
+        "unproven_before_resume": [c.name for c in view.unproven_before_resume],
+        "resume_hint": None,
+    }
+    pids = snap.queue.process_pids
+    if view.resume_from is not None and not isinstance(pids, NA) and not pids:
+        command, note = resume_hint(instance, view.resume_from)
+        doc["resume_hint"] = {"command": command, "note": note}
+    return doc
+
+
 def status_document(results: list[InstanceStatus], sweep_name: str) -> dict[str, Any]:
     """The `cockpit status --json` document."""
     instances = []
@@ -87,6 +152,7 @@ def status_document(results: list[InstanceStatus], sweep_name: str) -> dict[str,
         }
         if res.snapshot is not None:
             doc.update(_snapshot_doc(res.snapshot))
+            doc["queue_view"] = queue_document(res.instance, res.snapshot)
         instances.append(doc)
     return {"sweep": sweep_name, "instances": instances}
 

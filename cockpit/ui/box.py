@@ -13,17 +13,20 @@ from textual.widgets import DataTable, Footer, Header, Input, Sparkline
 
 from cockpit.models.failures import FailureEvent
 from cockpit.models.hostview import HostTracker
+from cockpit.models.queue import CellView
 from cockpit.models.summary import state_text
 from cockpit.models.text import remote_text, visible
 from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import upsert_row
 from cockpit.ui.render import (
+    cell_detail,
     cell_row,
     clock_time,
     disk_panel,
     gpu_panel,
     health_lines,
     queue_header,
+    resume_hint_of,
 )
 from cockpit.ui.safe import PlainLabel, PlainStatic, PlainTable
 
@@ -43,6 +46,8 @@ class BoxScreen(CockpitScreen):
         Binding("L", "operation('launch')", "Launch"),
         Binding("R", "operation('resume')", "Resume"),
         Binding("S", "operation('stop')", "Stop"),
+        Binding("X", "rerun", "Rerun cell"),
+        Binding("c", "copy_hint", "Copy resume cmd"),
         Binding("tab", "focus_next", "Next panel", show=False),
     ]
 
@@ -71,6 +76,7 @@ class BoxScreen(CockpitScreen):
             with Vertical(id="queue-panel", classes="panel"):
                 yield PlainStatic(id="queue-head")
                 yield PlainTable(id="queue-table", cursor_type="row", zebra_stripes=True)
+                yield PlainStatic(id="queue-detail")
             with Vertical(id="failure-panel", classes="panel"):
                 yield PlainStatic(id="health")
                 yield Input(placeholder="filter failures (class, cell, text)  esc: clear",
@@ -141,6 +147,24 @@ class BoxScreen(CockpitScreen):
         for cell in self.tracker.queue_view().cells:
             row = cell_row(cell, palette)
             upsert_row(table, f"{cell.index}:{cell.name}", QUEUE_COLUMNS, row)
+        self._show_cell()
+
+    def highlighted_cell(self) -> CellView | None:
+        """The queue table's highlighted cell, if any."""
+        table = self.query_one("#queue-table", DataTable)
+        if table.row_count == 0:
+            return None
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        return next((c for c in self.tracker.queue_view().cells
+                     if f"{c.index}:{c.name}" == key), None)
+
+    def _show_cell(self) -> None:
+        self.query_one("#queue-detail", PlainStatic).update(
+            cell_detail(self.highlighted_cell(), self.cockpit.palette))
+
+    @on(DataTable.RowHighlighted, "#queue-table")
+    def _cell_highlighted(self) -> None:
+        self._show_cell()
 
     def _failure_rows(self, force: bool) -> None:
         log = self.tracker.failures
@@ -232,6 +256,27 @@ class BoxScreen(CockpitScreen):
 
     def action_operation(self, verb: str) -> None:
         self.cockpit.start_operation(self.instance, verb)
+
+    def action_copy_hint(self) -> None:
+        """Copy the resume command (OSC 52, written by the app itself)."""
+        hint = resume_hint_of(self.tracker)
+        if hint is None:
+            self.notify("no resume command now (the queue runs, or no cell is left)",
+                        severity="warning")
+            return
+        self.app.copy_to_clipboard(hint[1])
+        self.notify(f"copied the command that resumes at cell {hint[0]}", timeout=3)
+
+    def action_rerun(self) -> None:
+        """Re-run the highlighted cell only (a new queue file; its old log rotated)."""
+        from cockpit.ui.ops import run_operation
+
+        cell = self.highlighted_cell()
+        if cell is None:
+            self.notify("no cell highlighted", severity="warning")
+            return
+        self.app.run_worker(run_operation(self.cockpit, self.instance, "rerun", cells=[cell.name]),
+                            group=f"ops-{self.instance}", exclusive=True, exit_on_error=False)
 
     def tables(self) -> dict[str, DataTable[Any]]:
         """The queue and failure tables (for tests)."""

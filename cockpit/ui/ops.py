@@ -45,8 +45,9 @@ class ReportScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-async def run_operation(app: CockpitApp, name: str, verb: str) -> None:
-    """Run one operation on box `name` and show what happened."""
+async def run_operation(app: CockpitApp, name: str, verb: str, *,
+                        cells: list[str] | None = None) -> None:
+    """Run one operation on box `name` (`rerun`: of `cells`) and show what happened."""
     from cockpit.services.launch import LaunchRefused
     from cockpit.services.preflight import preflight_instance, report_text
     from cockpit.services.queue_control import control
@@ -64,7 +65,7 @@ async def run_operation(app: CockpitApp, name: str, verb: str) -> None:
     factory = app.box_factory(name, fresh=True)
     box, owned = await factory()
     try:
-        text = await control(box, inst, tracker.profile, sweep.sweep, verb)
+        text = await control(box, inst, tracker.profile, sweep.sweep, verb, cells=cells)
         app.push_screen(ReportScreen(f"{verb} {name}: done", remote_text(text, one_line=False)))
     except LaunchRefused as exc:
         app.push_screen(ReportScreen(f"{verb} {name}: refused",

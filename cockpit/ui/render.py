@@ -260,10 +260,40 @@ def queue_header(tracker: HostTracker, palette: Palette) -> Text:
         out.append(f", queue ETA {format_duration(view.eta_s)}")
     if view.done:
         out.append("  QUEUE DONE", style=palette.ok)
-    if view.start_index is not None:
-        queue = inst.queue or "QUEUE"
-        out.append(f"\nresume at start_index {view.start_index}: ")
-        out.append(visible(f"bash run_queue.sh {queue} {view.start_index}"), style="bold")
+    hint = resume_hint_of(tracker)
+    if hint is not None:
+        start, command, note = hint
+        out.append(f"\nresume at cell {start} (c: copy): ")
+        out.append(visible(command), style="bold")
+        out.append(visible(f"\n{note}"), style=palette.muted)
+    behind = view.unproven_before_resume if tracker.alive is False else ()
+    if behind:
+        out.append(visible(f"\nno proof of success, not reached by a resume: "
+                           f"{', '.join(c.name for c in behind)} (X: rerun the highlighted cell)"),
+                   style=palette.warn)
+    return out
+
+
+def resume_hint_of(tracker: HostTracker) -> tuple[int, str, str] | None:
+    """Where a resume would start, the exact command and its note; None while the queue runs
+    (or its processes could not be checked) or when no cell is left to resume."""
+    from cockpit.services.launch import resume_hint
+
+    view = tracker.queue_view()
+    if tracker.alive is not False or view.resume_from is None:
+        return None
+    command, note = resume_hint(tracker.instance, view.resume_from)
+    return view.resume_from, command, note
+
+
+def cell_detail(cell: CellView | None, palette: Palette) -> Text:
+    """The queue panel's detail line: the highlighted cell's state and the evidence it rests
+    on (both may carry text from the box: made visible)."""
+    if cell is None:
+        return Text("no cell highlighted", style=palette.muted)
+    out = remote_text(f"{cell.index} {cell.name}: ", style="bold")
+    out.append(visible(cell.state_text))
+    out.append(visible(f" · {cell.evidence or 'no evidence recorded'}"), style=palette.muted)
     return out
 
 
@@ -271,7 +301,7 @@ def cell_row(cell: CellView, palette: Palette) -> tuple[Text | str, ...]:
     """One queue-table row."""
     style = {CellState.OK: palette.ok, CellState.FAILED: palette.bad,
              CellState.INTERRUPTED: palette.warn, CellState.RUNNING: palette.warn,
-             CellState.PENDING: palette.muted}[cell.state]
+             CellState.PENDING: palette.muted, CellState.EARLIER: palette.muted}[cell.state]
     return (str(cell.index), remote_text(cell.name), styled(cell.state_text, style),
             f"{cell.epoch}/{cell.epochs}" if cell.epoch else f"-/{cell.epochs}",
             format_duration(cell.elapsed_s) if cell.elapsed_s is not None else "",
