@@ -302,3 +302,16 @@ def test_panel_follows_hf_log_dicts_across_chunks(profile: Profile) -> None:
     assert prog.eta_s(120.0, 10) == pytest.approx(120.0 / 0.87 * 9.13)
     cell = tracker.queue_view().cells[0]
     assert (cell.epoch, cell.epochs) == (0, 10)  # the queue file's 10 epochs
+
+
+def test_the_harness_trainer_lines() -> None:
+    """tests/runbook.py's tiny trainer (the e2e tests' cells) prints these shapes."""
+    assert parse_progress("Epoch 2/5 | step 3/10 | loss=0.4123 | lr=1.0e-03") == \
+        Progress("epoch", 2, 5, 0.3)
+    assert parse_progress("Epoch 2/5 done | train_loss=0.4123 val_loss=0.4000 ") == \
+        Progress("epoch", 2, 5)
+    assert parse_progress("saved best.pth (epoch 2, psnr=21.30)") == Progress("epoch", 2)
+    assert parse_progress("[c1] task=t cfg=configs/c1.yaml epochs=5 ") is None
+    run = fold(["Epoch 2/5 | step 3/10 | loss=0.4", "Epoch 2/5 done | train_loss=0.4",
+                "saved best.pth (epoch 2, psnr=21.30)"])
+    assert (run.epoch, run.epochs, run.unit) == (2, 5, "epoch")  # a bare epoch keeps the total
