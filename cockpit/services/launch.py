@@ -235,14 +235,15 @@ def resume_hint(instance: Instance, start: int) -> tuple[str, str]:
         return run_command(instance, start), "the command `cockpit resume` runs"
     queue = instance.queue or "QUEUE"
     folder = str(PurePosixPath(queue).parent)
-    base = f"cd {shlex.quote(folder)} && bash run_queue.sh {shlex.quote(queue)} {start}"
+    cd = f"cd {shlex.quote(folder)} && "
+    run = f"bash run_queue.sh {shlex.quote(queue)} {start}"
     if not instance.queue_log:
-        return base, PROFILE_NOTE
+        return cd + run, PROFILE_NOTE
     log = shlex.quote(instance.queue_log)
     if instance.tmux_session:
-        return f"{base} 2>&1 | tee -a {log}", PROFILE_NOTE + "; in tmux session " + \
+        return f"{cd}{run} 2>&1 | tee -a {log}", PROFILE_NOTE + "; in tmux session " + \
             instance.tmux_session
-    return f"nohup {base} </dev/null >>{log} 2>&1 &", PROFILE_NOTE
+    return f"{cd}nohup {run} </dev/null >>{log} 2>&1 &", PROFILE_NOTE
 
 
 async def _start(box: Box, instance: Instance, sweep: str, runner: str, one: str, start: int,

@@ -1,0 +1,181 @@
+"""Cell state from all the evidence, and the resume it allows (issue 14).
+
+The master logs below are what the public runbook's `run_queue.sh` prints (its header, its
+STARTING/FINISHED marks, run_one.sh's `synced NAME to durable storage`), including the one its
+own resume leaves behind: `| tee` truncates the master log, which then starts with
+`=== Queue queue_1.txt: 3 ablations, starting from 3 on host ===`.
+"""
+
+from __future__ import annotations
+
+from cockpit.models.queue import (
+    CellState,
+    QueueLog,
+    QueueView,
+    RunProgress,
+    build_view,
+    parse_queue_file,
+)
+from cockpit.models.sweep import Instance
+from cockpit.services.launch import PROFILE_NOTE, resume_hint, run_command
+
+QUEUE = """# one ablation cell per line
+configs/ablation/c1.yaml reconstruction 2
+configs/ablation/c2.yaml reconstruction 2
+configs/ablation/c3.yaml reconstruction 2
+"""
+RULE = "=" * 64
+
+
+def header(start: int, total: int = 3, queue: str = "queue.txt") -> str:
+    """run_queue.sh's first line."""
+    return f"=== Queue {queue}: {total} ablations, starting from {start} on box ==="
+
+
+def started(i: int, name: str, total: int = 3) -> str:
+    """A STARTING mark."""
+    return f"[2026-11-24 07:0{i}:00] [{i}/{total}] STARTING {name} (reconstruction, 2ep)"
+
+
+def finished(i: int, name: str, rc: int, total: int = 3) -> str:
+    """A FINISHED mark (printed for failures too)."""
+    return f"[2026-11-24 07:0{i}:30] [{i}/{total}] FINISHED {name} (exit={rc})"
+
+
+def view_of(lines: list[str], *, alive: bool | None = False,
+            progress: dict[str, RunProgress] | None = None) -> QueueView:
+    """The queue view of QUEUE after `lines` of master log."""
+    log = QueueLog()
+    log.feed(lines, 0.0)
+    return build_view(parse_queue_file(QUEUE), log, progress or {}, alive=alive,
+                      now=1_900_000_000.0)
+
+
+def states(view: QueueView) -> dict[str, CellState]:
+    """Cell name -> state."""
+    return {c.name: c.state for c in view.cells}
+
+
+def test_truncated_by_a_resume_from_3_cells_before_are_finished_earlier_never_pending() -> None:
+    """Fails before issue 14: cells 1-2 were pending and the resume offered start_index 1."""
+    view = view_of([header(3), RULE, started(3, "c3"), RULE, "synced c3 to durable storage (x)",
+                    finished(3, "c3", 0)])
+    assert states(view) == {"c1": CellState.EARLIER, "c2": CellState.EARLIER, "c3": CellState.OK}
+    c1 = view.cells[0]
+    assert c1.state_text == "finished earlier" and c1.exit_code is None and c1.proven
+    assert "master log truncated by a resume from 3" in c1.evidence
+    assert "exit code lost" in c1.evidence
+    c3 = view.cells[2]
+    assert c3.evidence == "master log: FINISHED exit=0; synced to durable storage"
+    assert view.resume_from is None, "every cell is proven: nothing to resume"
+    assert view.unproven_before_resume == ()
+    assert view.finished == 3 and view.summary == "3/3"
+
+
+def test_finished_earlier_is_not_ok() -> None:
+    """The exit code was lost with the truncated log: a distinct state, never OK."""
+    view = view_of([header(2), started(2, "c2"), finished(2, "c2", 0)])
+    c1 = view.cells[0]
+    assert c1.state is CellState.EARLIER and c1.state is not CellState.OK
+
+
+def test_own_log_completion_is_shown_with_finished_earlier() -> None:
+    view = view_of([header(3), started(3, "c3"), finished(3, "c3", 0)],
+                   progress={"c1": RunProgress(2, 2, True), "c2": RunProgress(1, 2, False)})
+    c1, c2, _ = view.cells
+    assert c1.evidence.endswith("own log: Training completed")
+    assert c2.evidence.endswith("own log: no completion line")
+
+
+def test_failed_cell_is_not_proven_and_is_named_for_rerun() -> None:
+    """c2 failed, c3 ran after it: a resume cannot reach c2 without re-running c3."""
+    view = view_of([header(1), started(1, "c1"), finished(1, "c1", 0), started(2, "c2"),
+                    finished(2, "c2", 1), started(3, "c3"), finished(3, "c3", 0),
+                    "[2026-11-24 07:04:00] === QUEUE DONE on box -- 1 cell(s) FAILED: c2 ==="])
+    c2 = view.cells[1]
+    assert c2.state is CellState.FAILED and not c2.proven
+    assert c2.evidence == "master log: FINISHED exit=1"
+    assert view.resume_from is None
+    assert [c.name for c in view.unproven_before_resume] == ["c2"]
+
+
+def test_failed_then_pending_resume_starts_at_the_failed_cell() -> None:
+    """The first cell without proof of success, when no proven cell follows it."""
+    view = view_of([header(1), started(1, "c1"), finished(1, "c1", 0), started(2, "c2"),
+                    finished(2, "c2", 1)])
+    assert view.resume_from == 2
+    assert view.unproven_before_resume == ()
+
+
+def test_running_cell_shows_the_live_process_and_offers_no_resume() -> None:
+    view = view_of([header(1), started(1, "c1"), finished(1, "c1", 0), started(2, "c2")],
+                   alive=True)
+    assert states(view)["c2"] is CellState.RUNNING
+    assert view.cells[1].evidence == "master log: STARTING, no FINISHED; queue process alive"
+    assert view.resume_from is None, "no resume while the queue runs"
+
+
+def test_interrupted_cell_resumes_there() -> None:
+    view = view_of([header(1), started(1, "c1"), finished(1, "c1", 0), started(2, "c2")],
+                   alive=False)
+    c2 = view.cells[1]
+    assert c2.state is CellState.INTERRUPTED
+    assert c2.evidence == "master log: STARTING, no FINISHED; no queue process"
+    assert view.resume_from == 2
+
+
+def test_no_evidence_is_pending_never_ok() -> None:
+    """A completion line in the cell's own log without a FINISHED mark proves nothing."""
+    view = view_of([], progress={"c1": RunProgress(2, 2, True)})
+    assert states(view) == {"c1": CellState.PENDING, "c2": CellState.PENDING,
+                            "c3": CellState.PENDING}
+    assert view.cells[0].evidence == "no mark in the master log; own log: Training completed"
+    assert not any(c.proven for c in view.cells)
+    assert view.resume_from == 1
+
+
+def test_appended_log_keeps_its_marks_a_later_header_is_not_a_truncation() -> None:
+    """nohup `>>master.log` (or our `tee -a`): the earlier run's marks are still there."""
+    view = view_of([header(1), started(1, "c1"), finished(1, "c1", 0), started(2, "c2"),
+                    finished(2, "c2", 1), header(3), started(3, "c3"), finished(3, "c3", 0)])
+    assert states(view) == {"c1": CellState.OK, "c2": CellState.FAILED, "c3": CellState.OK}
+
+
+def test_a_rerun_appended_after_a_truncation_keeps_the_truncation_evidence() -> None:
+    """`cockpit rerun` appends its own header (`starting from 1`) to the master log: c1 stays
+    finished earlier, c2 takes the rerun's marks."""
+    view = view_of([header(3), started(3, "c3"), finished(3, "c3", 0),
+                    header(1, 1, "queue.rerun-1.txt"), started(1, "c2", 1),
+                    finished(1, "c2", 0, 1)])
+    assert states(view) == {"c1": CellState.EARLIER, "c2": CellState.OK, "c3": CellState.OK}
+
+
+def test_a_rerun_start_clears_the_old_sync_evidence() -> None:
+    view = view_of([header(1), started(1, "c1"), "synced c1 to durable storage (x)",
+                    finished(1, "c1", 0), started(1, "c1")], alive=False)
+    assert "synced" not in view.cells[0].evidence
+
+
+def test_resume_hint_is_the_exact_command() -> None:
+    """Ours: the deployed runner (`.cockpit/run_queue.<hash>.sh`), appending to the log.
+    A hand-started queue: the runbook's command with tee -a (tmux) or >> (nohup) and the note
+    on its PROFILE BLOCK environment."""
+    launched = Instance.model_validate({
+        "name": "b1", "profile": "generic-ssh", "host": "h", "queue": "/d/queue.txt",
+        "queue_log": "/d/master.log", "launch": {"command": "python train.py"}})
+    command, _ = resume_hint(launched, 2)
+    assert command == run_command(launched, 2)
+    assert "/d/.cockpit/run_queue." in command and " /d/queue.txt 2 " in command
+    assert command.endswith("| tee -a /d/master.log")
+    tmux = Instance.model_validate({
+        "name": "b1", "profile": "generic-ssh", "host": "h", "queue": "/d/queue.txt",
+        "queue_log": "/d/q1_master.log", "tmux_session": "q1"})
+    command, note = resume_hint(tmux, 3)
+    assert command == "cd /d && bash run_queue.sh /d/queue.txt 3 2>&1 | tee -a /d/q1_master.log"
+    assert note.startswith(PROFILE_NOTE) and "q1" in note
+    nohup = Instance.model_validate({
+        "name": "b1", "profile": "generic-ssh", "host": "h", "queue": "/d/queue.txt",
+        "queue_log": "/d/master.log"})
+    command, note = resume_hint(nohup, 3)
+    assert command == "cd /d && nohup bash run_queue.sh /d/queue.txt 3 </dev/null >>/d/master.log 2>&1 &"
+    assert note == PROFILE_NOTE
