@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 
 need_apt=()
 command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+# GNU screen: one of the launch recipes `cockpit discover` is tested against.
+command -v screen >/dev/null 2>&1 || need_apt+=(screen)
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 command -v ssh-keygen >/dev/null 2>&1 || need_apt+=(openssh-client)
 command -v rsvg-convert >/dev/null 2>&1 || need_apt+=(librsvg2-bin)

@@ -406,10 +406,18 @@ def _cmd_discover(args: argparse.Namespace) -> int:
             failed = True
             continue
         if not queues:
-            _say(f"{host}: no running run_queue*.sh found", err=True)
+            _say(f"{host}: no running run_queue*.sh found — discover reads the running "
+                 "processes, and a queue that has finished leaves none; nothing is printed for "
+                 "this host (write its instance by hand: queue, queue_log, run_logs, "
+                 "durable_root)", err=True)
+        for queue in queues:
+            for key, why in queue.missing.items():
+                _say(f"{host}: {key} NOT FOUND — {why}", err=True)
         found.append((host, args.profile, queues))
-    _say(sweep_document(args.name, found, configs or None), end="")
-    return EXIT_SOME_FAILED if failed or not any(q for _, _, q in found) else EXIT_OK
+    if not any(q for _, _, q in found):
+        return EXIT_SOME_FAILED  # no queue anywhere: no sweep to print, never an invented one
+    _say(sweep_document(args.name, [f for f in found if f[2]], configs or None), end="")
+    return EXIT_SOME_FAILED if failed else EXIT_OK
 
 
 def _cmd_teardown(args: argparse.Namespace) -> int:

@@ -527,3 +527,78 @@ def verify_json(sweep: Path) -> tuple[int, dict[str, Any]]:
 def cells_by_name(inst: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The verify document's cells keyed by name."""
     return {c["cell"]: c for c in inst["cells"]}
+
+
+# --- more launch recipes (issue 14: `cockpit discover` finds a queue however it was started) ---
+# Module-level functions, so RunbookBox itself is unchanged. Each recipe is typed in DURABLE_DIR
+# through ssh with the profile environment exported, as a user would.
+
+
+def find_runner(queue: Path, seconds: float = QUEUE_DEADLINE) -> int:
+    """The pid of the `bash run_queue.sh <queue>` running in the queue's folder (the runner
+    itself, not one of its `$(...)` subshells), read from /proc; waits until it appears."""
+    found: list[int] = []
+
+    def look() -> bool:
+        runners: dict[int, int] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                cwd = os.readlink(entry / "cwd")
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if (len(argv) >= 3 and argv[0].endswith(b"bash") and argv[1] == b"run_queue.sh"
+                    and argv[2] == queue.name.encode() and cwd == str(queue.parent)):
+                runners[int(entry.name)] = ppid
+        found[:] = [pid for pid, ppid in runners.items() if ppid not in runners]
+        return len(found) == 1
+
+    poll(f"one runner of {queue}", look, seconds)
+    return found[0]
+
+
+def launch_tmux_no_tee(box: RunbookBox, queue: Path, session: str, log: Path) -> int:
+    """tmux without tee: `tmux new -d -s q1 'bash run_queue.sh queue_1.txt > log 2>&1'` (the
+    runner's own stdout is the master log). Returns the runner's pid."""
+    inner = f"bash run_queue.sh {shlex.quote(queue.name)} > {shlex.quote(str(log))} 2>&1"
+    env = " ".join(f"-e {shlex.quote(f'{k}={v}')}" for k, v in box.profile_env().items())
+    where = shlex.quote(str(queue.parent))
+    box.ssh(f"cd {where} || exit 1; tmux new -d -s {shlex.quote(session)} -c {where} {env} "
+            f"{shlex.quote(inner)}")
+    if session not in box.sessions:
+        box.sessions.append(session)
+    pid = find_runner(queue)
+    box.runners.append(pid)
+    return pid
+
+
+def launch_setsid(box: RunbookBox, queue: Path, log: str = "master.log") -> int:
+    """setsid + nohup: `setsid nohup bash run_queue.sh q.txt > master.log 2>&1 < /dev/null &`
+    (the runner leads a session of its own). Returns the runner's pid."""
+    box.ssh(f"cd {shlex.quote(str(queue.parent))} || exit 1; {box.exports()}; "
+            f"setsid nohup bash run_queue.sh {shlex.quote(queue.name)} > {shlex.quote(log)} 2>&1 "
+            f"< /dev/null &")
+    pid = find_runner(queue)
+    box.runners.append(pid)
+    return pid
+
+
+def launch_screen(box: RunbookBox, queue: Path, name: str, log: Path) -> int:
+    """GNU screen + tee:
+    `screen -dmS q1 bash -c 'bash run_queue.sh q.txt 2>&1 | tee master.log'`. Returns the
+    runner's pid (`quit_screen(name)` ends the screen session)."""
+    inner = f"bash run_queue.sh {shlex.quote(queue.name)} 2>&1 | tee {shlex.quote(str(log))}"
+    box.ssh(f"cd {shlex.quote(str(queue.parent))} || exit 1; {box.exports()}; "
+            f"screen -dmS {shlex.quote(name)} bash -c {shlex.quote(inner)}")
+    pid = find_runner(queue)
+    box.runners.append(pid)
+    return pid
+
+
+def quit_screen(name: str) -> None:
+    """End a screen session this test started (by its exact name)."""
+    subprocess.run(["screen", "-S", name, "-X", "quit"], capture_output=True, check=False,
+                   timeout=SSH_TIMEOUT)

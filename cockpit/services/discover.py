@@ -1,17 +1,30 @@
 """`cockpit discover`: find a running sweep the cockpit did not launch and write its sweep file.
 
 Read-only, one remote command per host. The queue runners are the processes whose argv runs
-a `run_queue*.sh`; their argv (with their working directory) names the queue file. The master
-log is the file a `tee` *beside* the runner writes (`run_queue.sh Q | tee master.log`); the
-per-run logs are the `.log` files the runner's own descendants hold open (run_one's tee), so
-their folder is `run_logs`. The tmux session is the one whose pane is an ancestor of the
-runner. The user reviews the printed YAML (durable_root cannot be discovered) and saves it.
+a `run_queue*.sh`; their argv (with their working directory) names the queue file. The rest
+comes from the open files in /proc, the same whichever way the user launched the queue
+(tmux + tee, tmux with `> log 2>&1`, `nohup … >master.log 2>&1 &`, `setsid`, `screen`):
+
+- the master log is the runner's stdout when that is a regular file (nohup, `> log`), else the
+  file the process reading the runner's stdout pipe writes (the `tee` of `… | tee log`);
+- `run_logs` is the folder the *cells'* logs are written to: the files written by the
+  processes under the runner that are not the runner itself (run_one.sh and its tee), never
+  the master log they inherit as stdout. A file named after the running cell (`<cell>.log`,
+  the cell runner's config argument) decides; else a file a cell's tee or stdout writes; when
+  that names more than one folder, or no cell runs at that moment, the field is NOT FOUND;
+- the tmux session is the one whose pane is the runner or an ancestor of it.
+
+Nothing is guessed: a field without that evidence is printed as a `# FIELD: NOT FOUND — …`
+comment saying what it is and how to fill it. No process environment is read (it holds the
+users' keys), so durable_root is always for the user to add.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
@@ -20,24 +33,65 @@ import yaml
 
 from cockpit.services.remote import SshBox
 
+MAX_FILES_PER_PROCESS = 64
+"""Regular files (beyond stdin/stdout/stderr) reported per process: a cell's logs are among
+its first few; a trainer with thousands of open dataset files must not flood the output
+(which Box.run caps at remote.STDOUT_CAP in any case)."""
+MAX_ANCESTRY = 64
+"""Parent links followed from one process (a process table is a forest; this bounds a loop
+that a table read while processes exit could otherwise contain)."""
+MAX_CANDIDATES = 4
+"""Candidate folders named in a NOT FOUND note (the rest are counted)."""
+CANDIDATE_CHARS = 160
+"""Characters of one candidate path shown in a note (a path from the box may be 4 KiB)."""
+YAML_WIDTH = 4096
+"""Line width for the printed YAML: a long path stays on one line (PyYAML folds at 80)."""
+DISCOVER_TIMEOUT = 60.0
+"""Seconds the discovery command may run on one box (ps, then /proc reads of a few sessions)."""
+
 DISCOVER_SCRIPT = r"""
 LC_ALL=C; export LC_ALL
 b64() { printf '%s' "$1" | base64 | tr -d '\n'; }
-# One ps for the whole table; only the sessions that hold a queue runner are read in detail.
+# One ps for the whole table. The runners' sessions and descendants are read in detail (argv,
+# cwd, open files), their ancestors by argv only (tmux, screen above them).
 table=$(ps -eo pid=,ppid=,pgid=,sid=,args= 2>/dev/null)
-sids=$(printf '%s\n' "$table" \
-  | awk '$5 ~ /(^|\/)(ba)?sh$/ && $6 ~ /(^|\/)run_queue[^\/]*\.sh$/ {print $4}' | sort -u)
-printf '%s\n' "$table" | while read -r p pp pg sd _; do
-  echo "A $p $pp $pg $sd"
-  for want in $sids; do
-    [ "$sd" = "$want" ] || continue
-    d=/proc/$p
-    args=$(tr '\0' '\n' < "$d/cmdline" 2>/dev/null) || continue
-    echo "P $p $pp $sd $(b64 "$args") $(b64 "$(readlink "$d/cwd" 2>/dev/null)") $pg"
-    for f in "$d"/fd/*; do
-      t=$(readlink "$f" 2>/dev/null) || continue
-      case "$t" in *.log) echo "F $p $(b64 "$t")" ;; esac
-    done
+pick=$(printf '%s\n' "$table" | awk '
+  { n++; pid[n]=$1; ppid[n]=$2; sid[n]=$4; up[$1]=$2
+    if ($5 ~ /(^|\/)(ba|da)?sh$/ && index($0, "run_queue") > 0) { run[$1]=1; mark[$1]=1; msid[$4]=1 } }
+  END {
+    changed=1; rounds=0
+    while (changed && rounds < @MAX_ANCESTRY@) {
+      changed=0; rounds++
+      for (i=1; i<=n; i++) if (!(pid[i] in mark) && (ppid[i] in mark)) { mark[pid[i]]=1; changed=1 }
+    }
+    for (i=1; i<=n; i++) if ((pid[i] in mark) || (sid[i] in msid)) { print "D", pid[i]; seen[pid[i]]=1 }
+    for (r in run) { p=up[r]; k=0
+      while (p != "" && p > 1 && !(p in seen) && k < @MAX_ANCESTRY@) {
+        print "U", p; seen[p]=1; p=up[p]; k++ } }
+  }')
+# A: every process, for ancestry; P: a picked one's argv and cwd; F: its open files.
+printf '%s\n' "$table" | while read -r p pp pg sd _; do echo "A $p $pp $pg $sd"; done
+printf '%s\n' "$pick" | while read -r kind p; do
+  [ -n "$p" ] || continue
+  d=/proc/$p
+  nums=$(printf '%s\n' "$table" | awk -v p="$p" '$1 == p {print $2, $4, $3; exit}')
+  [ -n "$nums" ] || continue
+  args=$(tr '\0' '\n' < "$d/cmdline" 2>/dev/null) || continue
+  set -- $nums
+  echo "P $p $1 $2 $(b64 "$args") $(b64 "$(readlink "$d/cwd" 2>/dev/null)") $3"
+  [ "$kind" = D ] || continue
+  n=0
+  for f in "$d"/fd/*; do
+    fd=${f##*/}
+    if [ -f "$f" ]; then ft=f; else ft=o; fi
+    case $fd in
+      0|1|2) ;;
+      *) [ "$ft" = f ] || continue; n=$((n+1)); [ "$n" -le @MAX_FILES@ ] || continue ;;
+    esac
+    t=$(readlink "$f" 2>/dev/null) || continue
+    fl=x
+    while read -r k v; do [ "$k" = flags: ] && { fl=$v; break; }; done 2>/dev/null < "$d/fdinfo/$fd"
+    echo "F $p $fd $ft $fl $(b64 "$t")"
   done
 done
 if command -v tmux >/dev/null 2>&1; then
@@ -45,12 +99,33 @@ if command -v tmux >/dev/null 2>&1; then
     echo "T $pid $(b64 "$s")"
   done
 fi
-"""
+""".replace("@MAX_FILES@", str(MAX_FILES_PER_PROCESS)).replace("@MAX_ANCESTRY@", str(MAX_ANCESTRY))
 RUNNER = re.compile(r"(^|/)run_queue[^/]*\.sh$")
+SHELLS = ("bash", "sh", "dash")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+SESSION_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+"""A tmux session name the sweep's `tmux_session` accepts (models/sweep.py's Name)."""
+_NUMBER = re.compile(r"^[0-9]{1,10}$")
+"""A pid, fd or session number as the script prints it (10 digits: beyond any pid_max)."""
+_OCTAL = re.compile(r"^[0-7]{1,12}$")
+"""fdinfo's `flags:` field (octal; 12 digits hold every open flag)."""
 
 
 def _b64(text: str) -> str:
-    return base64.b64decode(text).decode("utf-8", errors="replace") if text else ""
+    try:
+        return base64.b64decode(text, validate=True).decode("utf-8", errors="replace") if text else ""
+    except ValueError:
+        return ""
+
+
+@dataclass(frozen=True)
+class OpenFile:
+    """One open file descriptor: where its link points, whether that is a regular file, and
+    whether it was opened for writing (None: fdinfo unreadable)."""
+
+    target: str
+    regular: bool
+    writing: bool | None
 
 
 @dataclass
@@ -63,97 +138,278 @@ class Proc:
     argv: list[str]
     cwd: str
     pgid: int = 0
-    logs: list[str] = field(default_factory=list)
+    fds: dict[int, OpenFile] = field(default_factory=dict)
+
+    @property
+    def logs(self) -> list[str]:
+        """The `.log` files it holds open (regular files only)."""
+        return [f.target for _, f in sorted(self.fds.items())
+                if f.regular and f.target.endswith(".log")]
+
+    @property
+    def command(self) -> str:
+        """The basename of argv[0] (`tee`, `bash`, `SCREEN`)."""
+        return PurePosixPath(self.argv[0]).name if self.argv and self.argv[0] else ""
 
 
 @dataclass(frozen=True)
 class FoundQueue:
-    """A running queue: what a sweep file needs to follow it."""
+    """A running queue: what a sweep file needs to follow it, and why a field is missing.
 
-    queue: str
+    `missing` maps each field that could not be found to what it is and how to fill it;
+    `launch` says how the queue was seen to run (tmux, screen, its own session; stdout)."""
+
+    queue: str | None
     start_index: int
     queue_log: str | None
     run_logs: str | None
     tmux_session: str | None
     pid: int
+    launch: str = ""
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def _int(text: str) -> int | None:
+    return int(text) if _NUMBER.match(text) else None
 
 
 def parse(output: str) -> tuple[dict[int, Proc], dict[int, str]]:
-    """The script's output: processes (with their open .log files) and tmux pane pids."""
+    """The script's output: processes (with their open files) and tmux pane pids.
+
+    Total: a line that does not have its kind's shape is skipped."""
     procs: dict[int, Proc] = {}
     panes: dict[int, str] = {}
     for line in output.splitlines():
         parts = line.split(" ")
-        if parts[0] == "A" and len(parts) == 5 and all(x.isdigit() for x in parts[1:]):
-            # Every process, for ancestry (detail only for the sessions with a runner).
-            pid = int(parts[1])
+        kind, nums = parts[0], [_int(x) for x in parts[1:]]
+        if kind == "A" and len(parts) == 5 and None not in nums:
+            # Every process, for ancestry (detail only for the runners' sessions and kin).
+            pid, ppid, pgid, sid = (n for n in nums if n is not None)
             if pid not in procs:
-                procs[pid] = Proc(pid, int(parts[2]), int(parts[4]), [], "", int(parts[3]))
-        elif parts[0] == "P" and len(parts) >= 6:
-            procs[int(parts[1])] = Proc(int(parts[1]), int(parts[2]), int(parts[3]),
-                                        _b64(parts[4]).split("\n"), _b64(parts[5]),
-                                        int(parts[6]) if len(parts) > 6 and parts[6].isdigit() else 0)
-        elif parts[0] == "F" and len(parts) == 3 and int(parts[1]) in procs:
-            procs[int(parts[1])].logs.append(_b64(parts[2]))
-        elif parts[0] == "T" and len(parts) == 3:
-            panes[int(parts[1])] = _b64(parts[2])
+                procs[pid] = Proc(pid, ppid, sid, [], "", pgid)
+        elif kind == "P" and len(parts) == 7 and None not in (nums[0], nums[1], nums[2]):
+            pid, ppid, sid = (n for n in nums[:3] if n is not None)
+            old = procs.get(pid)
+            procs[pid] = Proc(pid, ppid, sid, _b64(parts[4]).split("\n"), _b64(parts[5]),
+                              nums[5] or 0, old.fds if old else {})
+        elif kind == "F" and len(parts) == 6 and nums[0] in procs and nums[1] is not None:
+            flags = int(parts[4], 8) if _OCTAL.match(parts[4]) else None
+            writing = None if flags is None else (flags & 3) in (1, 2)
+            procs[nums[0]].fds[nums[1]] = OpenFile(_b64(parts[5]), parts[3] == "f", writing)
+        elif kind == "T" and len(parts) == 3 and nums[0] is not None:
+            panes[nums[0]] = _b64(parts[2])
     return procs, panes
 
 
 def ancestors(pid: int, procs: dict[int, Proc]) -> list[int]:
     """Parent, grandparent, ... of `pid` as far as the process table goes."""
     out: list[int] = []
-    while pid in procs and pid > 1 and len(out) < 64:
+    while pid in procs and pid > 1 and len(out) < MAX_ANCESTRY:
         pid = procs[pid].ppid
         out.append(pid)
     return out
 
 
+def _is_runner(proc: Proc) -> bool:
+    return (len(proc.argv) >= 3 and PurePosixPath(proc.argv[0]).name in SHELLS
+            and RUNNER.search(proc.argv[1]) is not None)
+
+
+def unusable(path: str) -> str | None:
+    """Why `path` (read from the box) cannot go into a sweep as it is, or None when it can."""
+    if path.endswith(" (deleted)"):
+        return "the file was deleted while open"
+    if not path.startswith("/"):
+        return "not an absolute path"
+    if _CONTROL.search(path) or path != path.strip():
+        return "its name holds control characters or edge whitespace, which a sweep path may not"
+    return None
+
+
+def shown(path: str) -> str:
+    """A path from the box for a one-line YAML comment: JSON-quoted ASCII, cut to a bound."""
+    text = json.dumps(path, ensure_ascii=True)
+    return text if len(text) <= CANDIDATE_CHARS else text[:CANDIDATE_CHARS] + "…\""
+
+
+def _folders(paths: Iterable[str]) -> list[str]:
+    return sorted({str(PurePosixPath(p).parent) for p in paths})
+
+
+def master_log(runner: Proc, procs: dict[int, Proc],
+               tree: set[int]) -> tuple[str | None, str]:
+    """The queue's master log and how it was found, or None and why not.
+
+    The runner's stdout when that is a regular file (nohup, `> log 2>&1`); else, when stdout
+    is a pipe, the file written by the process reading that pipe outside the runner's `tree`:
+    a `tee`'s output file, or the reader's own stdout file (`| cat >> log`)."""
+    out = runner.fds.get(1)
+    if out is None:
+        return None, "the runner's stdout could not be read (/proc/PID/fd/1)"
+    if out.regular:
+        why = unusable(out.target)
+        return (None, f"its stdout file {shown(out.target)}: {why}") if why else (
+            out.target, "the runner's stdout")
+    if not out.target.startswith("pipe:"):
+        return None, f"the runner writes to {shown(out.target)}, not to a file"
+    readers = [p for p in procs.values() if p.pid not in tree
+               and (fd0 := p.fds.get(0)) is not None and fd0.target == out.target]
+    for reader in readers:
+        if reader.command == "tee":
+            files = [f.target for n, f in sorted(reader.fds.items())
+                     if n > 2 and f.regular and f.writing is not False]
+        else:
+            files = [f.target for n, f in reader.fds.items() if n == 1 and f.regular]
+        for path in files:
+            why = unusable(path)
+            if why is None:
+                return path, f"the file `{reader.command}` writes from the runner's stdout"
+            return None, f"the runner's `{reader.command}` writes {shown(path)}: {why}"
+    return None, "the runner's stdout is a pipe into no file this user can see"
+
+
+def cell_logs(runner: Proc, procs: dict[int, Proc], family: set[int], tree: set[int],
+              exclude: set[str]) -> tuple[str | None, str]:
+    """The folder the cells' logs are written to, and how it was found (or why not).
+
+    Only the processes under the runner that are not the runner or its subshells count (the
+    cell runner and what it started); the master log and the runner's own stdout/stderr,
+    which they inherit, are excluded. First a written file named after a path argument of the
+    cell runner (run_one.sh CFG → `<cfg stem>.log`); else the files a cell's `tee` or stdout
+    writes. Exactly one folder is an answer; several are listed, never chosen among."""
+    cells = [procs[p] for p in sorted(tree - family)]
+    if not cells:
+        return None, "no cell was running when discover looked (between cells)"
+    heads = [c for c in cells if c.ppid in family]
+    names = {PurePosixPath(a).name.rsplit(".", 1)[0] + ".log"
+             for c in heads for a in c.argv[1:] if a.strip()}
+    written: list[str] = []
+    captured: list[str] = []
+    for cell in cells:
+        for n, f in sorted(cell.fds.items()):
+            if not f.regular or f.target in exclude or unusable(f.target):
+                continue
+            if n in (1, 2) or (n > 2 and cell.command == "tee" and f.writing is not False):
+                captured.append(f.target)
+            if n > 2 and f.writing:
+                written.append(f.target)
+    for rule, paths in (("the running cell's own log", [p for p in {*written, *captured}
+                                                          if PurePosixPath(p).name in names]),
+                        ("the file a cell's tee or stdout writes", captured)):
+        folders = _folders(paths)
+        if len(folders) == 1:
+            return folders[0], rule
+        if folders:
+            listed = ", ".join(shown(f) for f in folders[:MAX_CANDIDATES])
+            more = f" and {len(folders) - MAX_CANDIDATES} more" if len(folders) > MAX_CANDIDATES else ""
+            return None, f"the cells write logs in more than one folder ({listed}{more})"
+    return None, "the running cell holds no log file open (its output goes to a pipe or a terminal)"
+
+
+def _launch(runner: Proc, procs: dict[int, Proc], session: str | None, stdout: str) -> str:
+    """How the queue runs, in words, from the process tree (for the sweep's comments)."""
+    chain = [runner.pid, *ancestors(runner.pid, procs)]
+    screen = next((p for p in chain if p in procs and procs[p].command.lower() == "screen"), None)
+    if session:
+        where = f"in tmux session {json.dumps(session, ensure_ascii=True)}"
+    elif screen is not None:
+        where = f"under GNU screen (pid {screen})"
+    elif runner.sid == runner.pid:
+        where = "in a session of its own (setsid)"
+    else:
+        where = "detached from a shell (nohup / &)"
+    return f"runner pid {runner.pid} {where}; its output: {stdout}"
+
+
 def find_queues(procs: dict[int, Proc], panes: dict[int, str]) -> list[FoundQueue]:
     """Every run_queue process that is not itself the child of another (bash forks for `$(...)`)."""
+    children: dict[int, list[int]] = {}
+    for p in procs.values():
+        children.setdefault(p.ppid, []).append(p.pid)
+
+    def subtree(root: int) -> set[int]:
+        seen, todo = {root}, [root]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                if child not in seen:
+                    seen.add(child)
+                    todo.append(child)
+        return seen
+
     found = []
-    runners = {p.pid for p in procs.values()
-               if len(p.argv) >= 3 and p.argv[0].endswith(("bash", "sh")) and RUNNER.search(p.argv[1])}
+    runners = {p.pid for p in procs.values() if _is_runner(p)}
     for pid in sorted(runners):
         proc = procs[pid]
         if proc.ppid in runners:
             continue  # a subshell of the runner
-        queue = PurePosixPath(proc.argv[2])
-        if not queue.is_absolute():
-            queue = PurePosixPath(proc.cwd) / queue
-        start = int(proc.argv[3]) if len(proc.argv) > 3 and proc.argv[3].isdigit() else 1
-        descendants = {p.pid for p in procs.values() if pid in ancestors(p.pid, procs)}
-        run_logs = sorted({str(PurePosixPath(f).parent) for d in descendants for f in procs[d].logs})
-        siblings = [p for p in procs.values() if p.sid == proc.sid and p.pid not in descendants
-                    and p.pid != pid and p.argv and p.argv[0].endswith("tee")]
-        master = next((f for p in siblings for f in p.logs), None)
-        session = next((panes[a] for a in ancestors(pid, procs) if a in panes), None)
-        found.append(FoundQueue(str(queue), start, master, run_logs[0] if run_logs else None,
-                                session, pid))
+        missing: dict[str, str] = {}
+        queue: str | None = str(PurePosixPath(proc.cwd) / proc.argv[2])
+        why = unusable(queue or "")
+        if why:
+            missing["queue"] = f"the queue file {shown(proc.argv[2])}: {why}"
+            queue = None
+        start = int(proc.argv[3]) if len(proc.argv) > 3 and _NUMBER.match(proc.argv[3]) else 1
+        tree = subtree(pid)
+        family = {p for p in tree if p in runners}  # the runner and its `$(...)` subshells
+        master, how = master_log(proc, procs, tree)
+        if master is None:
+            missing["queue_log"] = (f"{how}. The queue's master log (its STARTING/FINISHED marks); "
+                                    "add its absolute path, or verify cannot prove any cell finished")
+        exclude = {f.target for n, f in proc.fds.items() if n in (1, 2)} | ({master} if master else set())
+        run_logs, rule = cell_logs(proc, procs, family, tree, exclude)
+        if run_logs is None:
+            missing["run_logs"] = (f"{rule}. The folder each cell's own log (<cell>.log) is written "
+                                   "to (run_one.sh: $DATA_DIR/runs/logs); add it, or the cells' "
+                                   "progress and failures are not read")
+        session = next((panes[a] for a in [pid, *ancestors(pid, procs)] if a in panes), None)
+        launch = _launch(proc, procs, session, how if master else "no file")
+        if session is not None and not SESSION_NAME.match(session):
+            missing["tmux_session"] = (f"the tmux session {shown(session)} has a name a sweep "
+                                       "cannot hold (letters, digits, _ . -; at most 64); rename "
+                                       "it (tmux rename-session) and add it, or leave it out")
+            session = None
+        found.append(FoundQueue(queue, start, master, run_logs, session, pid, launch, missing))
     return found
+
+
+DURABLE_NOTE = ("where finished cells are copied (run_one.sh: $DURABLE_DIR/final_ckpts); not "
+                "discoverable: add it, or verify and pull cannot run")
+CHECKPOINTS_NOTE = ("optional: the folder of per-cell checkpoint folders (run_one.sh: "
+                    "$DATA_DIR/checkpoints), for the checkpoint panel")
 
 
 def sweep_document(name: str, hosts: list[tuple[str, str, list[FoundQueue]]],
                    ssh_config: list[str] | None = None) -> str:
-    """A sweep file for the queues found, to review and save."""
-    instances: list[dict[str, Any]] = []
+    """A sweep file for the queues found, loadable as printed; every field that was not found
+    is a `# FIELD: NOT FOUND — what it is; how to fill it` comment under its instance."""
+    head = ("# Written by `cockpit discover` from the running queue(s). The fields present were\n"
+            "# read from the box and need no edit; each `# FIELD: NOT FOUND` line below an\n"
+            "# instance says what that field is and how to fill it. Review, then save.\n")
+    top: dict[str, Any] = {"sweep": name}
+    if ssh_config:
+        top["ssh"] = {"config": ssh_config}
+    text = head + yaml.safe_dump(top, sort_keys=False, allow_unicode=True,
+                                 width=YAML_WIDTH) + "instances:\n"
     for host, profile, queues in hosts:
         for index, queue in enumerate(queues, start=1):
-            base = re.sub(r"[^A-Za-z0-9_.-]", "-", host.split("@")[-1]).strip("-.") or "box"
+            base = re.sub(r"[^A-Za-z0-9_.-]", "-", host.split("@")[-1]).strip("-.")[:60] or "box"
             inst: dict[str, Any] = {"name": base if len(queues) == 1 else f"{base}-{index}",
-                                    "profile": profile, "host": host, "queue": queue.queue}
-            for key in ("queue_log", "run_logs", "tmux_session"):
+                                    "profile": profile, "host": host}
+            for key in ("queue", "queue_log", "run_logs", "tmux_session"):
                 value = getattr(queue, key)
                 if value:
                     inst[key] = value
-            instances.append(inst)
-    head = ("# Written by `cockpit discover` from the running queue(s); review it, add\n"
-            "# durable_root (where finished cells are copied) and instance_id, then save.\n")
-    doc: dict[str, Any] = {"sweep": name}
-    if ssh_config:
-        doc["ssh"] = {"config": ssh_config}
-    doc["instances"] = instances
-    return head + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+            text += yaml.safe_dump([inst], sort_keys=False, allow_unicode=True, width=YAML_WIDTH)
+            notes = [f"# launch: {queue.launch}"]
+            if queue.start_index != 1:
+                notes.append(f"# note: the runner started at cell {queue.start_index} (a resume)")
+            notes += [f"# {key}: NOT FOUND — {why}" for key, why in queue.missing.items()]
+            notes += [f"# durable_root: NOT FOUND — {DURABLE_NOTE}",
+                      f"# checkpoints: NOT FOUND — {CHECKPOINTS_NOTE}"]
+            if not queue.tmux_session:
+                notes.append("# tmux_session: none — the runner is under no tmux pane; nothing to add")
+            text += "".join(f"  {_CONTROL.sub('?', n)}\n" for n in notes)
+    return text
 
 
 async def discover_host(conn: Any) -> list[FoundQueue]:
@@ -162,6 +418,7 @@ async def discover_host(conn: Any) -> list[FoundQueue]:
     Its output is bounded by the box's stdout cap (remote.STDOUT_CAP); past it the command is
     stopped and OutputTooLarge names the cap (a partial process table would miss runners).
     """
-    result = (await SshBox(conn).run(["/bin/sh", "-c", DISCOVER_SCRIPT], 60)).require_complete()
+    result = (await SshBox(conn).run(["/bin/sh", "-c", DISCOVER_SCRIPT],
+                                     DISCOVER_TIMEOUT)).require_complete()
     procs, panes = parse(result.stdout.decode(errors="replace"))
     return find_queues(procs, panes)
