@@ -204,18 +204,23 @@ def runner_paths(instance: Instance) -> tuple[str, str]:
 
 
 def run_command(instance: Instance, start: int, *, runner: str | None = None,
-                one: str | None = None) -> str:
+                one: str | None = None, of: str | None = None) -> str:
     """The exact shell command a launch (and a resume at `start`) runs on the box: our
     deployed runner, its environment, and `| tee -a` of the master log (append: a resume
-    never truncates the evidence of the cells before it). The resume hint shows this."""
+    never truncates the evidence of the cells before it). The resume hint shows this.
+
+    `of`: for a rerun queue, the original queue file, passed as an extra argument that
+    run_queue.sh ignores: the probe's process check of the original queue (an exact argv
+    path) then finds the rerun's runner, so the panel, `status`, `resume` and `launch` all
+    see the queue running while a rerun of it runs."""
     assert instance.queue and instance.launch
     default_runner, default_one = runner_paths(instance)
     env = {"RUN_ONE": one or default_one, **runner_env(instance)}
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     log = shlex.quote(instance.queue_log) if instance.queue_log else "/dev/null"
     return (f"cd {shlex.quote(workdir(instance))} && {exports} bash "
-            f"{shlex.quote(runner or default_runner)} {shlex.quote(instance.queue)} {start} 2>&1 "
-            f"| tee -a {log}")
+            f"{shlex.quote(runner or default_runner)} {shlex.quote(instance.queue)} {start}"
+            f"{' ' + shlex.quote(of) if of else ''} 2>&1 | tee -a {log}")
 
 
 PROFILE_NOTE = ("set the runbook's PROFILE BLOCK variables (PROJECT_REPO_DIR, DATA_DIR, DURABLE_DIR, "
@@ -247,8 +252,8 @@ def resume_hint(instance: Instance, start: int) -> tuple[str, str]:
 
 
 async def _start(box: Box, instance: Instance, sweep: str, runner: str, one: str, start: int,
-                 has_tmux: bool) -> str | None:
-    run = run_command(instance, start, runner=runner, one=one)
+                 has_tmux: bool, of: str | None = None) -> str | None:
+    run = run_command(instance, start, runner=runner, one=one, of=of)
     if has_tmux:
         session = session_for(instance, sweep)
         result = await box.run(["tmux", "new-session", "-d", "-s", session, run], 60)
@@ -276,8 +281,10 @@ async def _confirm(box: Box, instance: Instance, before: int, timeout: float) ->
 
 
 async def launch(box: Box, instance: Instance, sweep: str, *, queue_text: str | None = None,
-                 start: int | None = None, timeout: float = ALIVE_TIMEOUT) -> LaunchResult:
-    """Deploy, upload the queue file (if given), start detached, confirm alive."""
+                 start: int | None = None, timeout: float = ALIVE_TIMEOUT,
+                 of: str | None = None) -> LaunchResult:
+    """Deploy, upload the queue file (if given), start detached, confirm alive. `of`: the
+    original queue of a rerun queue (see `run_command`)."""
     if instance.launch is None or not instance.queue:
         raise LaunchRefused(f"{instance.name}: the sweep needs `queue` and `launch.command` to launch")
     began = time.monotonic()
@@ -298,7 +305,7 @@ async def launch(box: Box, instance: Instance, sweep: str, *, queue_text: str | 
                             f"(or let its queue finish) first; it is never reused")
     log_stat = snap.queue.queue_log
     before = 0 if log_stat is None or isinstance(log_stat.size, NA) else log_stat.size
-    session = await _start(box, instance, sweep, runner, one, start, has_tmux)
+    session = await _start(box, instance, sweep, runner, one, start, has_tmux, of)
     pids, first = await _confirm(box, instance, before, timeout)
     return LaunchResult(session, pids, start, first, runner, time.monotonic() - began)
 
@@ -408,7 +415,7 @@ async def rerun(box: Box, instance: Instance, sweep: str, cells: list[str], *,
             rotated.append(moved)
     await box.write(path, (header + body).encode())
     result = await launch(box, instance.model_copy(update={"queue": path}), sweep, start=1,
-                          timeout=timeout)
+                          timeout=timeout, of=instance.queue)
     return result, path, rotated
 
 
