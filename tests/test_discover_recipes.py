@@ -225,3 +225,30 @@ def test_between_cells_run_logs_is_marked_not_found(sshd: Sshd, tmp_path: Path) 
             assert "run_logs NOT FOUND" in err, err
         finally:
             (folder / "release").touch()
+
+
+def test_a_hostile_master_log_name_is_shown_never_spliced(sshd: Sshd, tmp_path: Path) -> None:
+    # The nohup master log is named with a newline, a fake sweep key and a terminal escape:
+    # the sweep cannot hold that path, so it is NOT FOUND (shown JSON-escaped in the note),
+    # the fake key never becomes a field, and no escape reaches the terminal.
+    evil = "evil\n  metric: spliced\x1b[2J.log"
+    with runbook_box(tmp_path / "box", sshd) as box:
+        box.install_scripts()
+        queue = box.write_queue(CELLS)
+        try:
+            box.launch_nohup(queue, log=evil)
+            box.wait_for(box.run_logs / f"{HELD}.log", HELD_MARK)
+            code, out, err = discover(box)
+            assert code == 0, err[-3000:]
+            assert "\x1b" not in out and "\x1b" not in err
+            sweep_file = tmp_path / "found.yaml"
+            sweep_file.write_text(out)
+            inst = our_instance(sweep_file, queue)
+            block = our_block(out, queue)
+            assert inst.queue_log is None and inst.metric is None, block
+            assert inst.run_logs == str(box.run_logs), block
+            assert not re.search(r"^\s*metric:", block, re.M), block
+            assert '# queue_log: NOT FOUND — its stdout file "' in block, block
+            assert "evil\\n  metric: spliced\\u001b[2J.log" in block, block
+        finally:
+            box.release(HELD)

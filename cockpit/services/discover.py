@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from cockpit.models.text import visible
 from cockpit.services.remote import SshBox
 
 MAX_FILES_PER_PROCESS = 64
@@ -223,6 +224,10 @@ def unusable(path: str) -> str | None:
         return "not an absolute path"
     if _CONTROL.search(path) or path != path.strip():
         return "its name holds control characters or edge whitespace, which a sweep path may not"
+    if visible(path, limit=0) != path:
+        # The CLI prints through visible(): a bidi override or other unsafe character would be
+        # printed escaped, and the saved sweep would name a different file.
+        return "its name holds characters the terminal is not shown as they are"
     return None
 
 
