@@ -252,3 +252,45 @@ def test_a_hostile_master_log_name_is_shown_never_spliced(sshd: Sshd, tmp_path: 
             assert "evil\\n  metric: spliced\\u001b[2J.log" in block, block
         finally:
             box.release(HELD)
+
+
+AMBIGUOUS_RUNNER = """#!/usr/bin/env bash
+# A queue runner whose one cell writes two unrelated files in two folders (its stdout into
+# one/, a tee's copy into two/), neither named after the cell: no folder is the cells' log
+# folder by evidence, so discover must not pick one.
+mkdir -p one two
+bash cell.sh configs/first.yaml
+"""
+AMBIGUOUS_CELL = """#!/usr/bin/env bash
+exec > one/stdout.txt
+mkfifo wait.fifo && exec 3<>wait.fifo
+{ echo "cell $1 running"; while [ ! -e release ]; do read -t 0.2 -u 3 _ || :; done; } \\
+    | tee two/copy.txt
+"""
+
+
+def test_cells_logging_to_two_folders_is_not_found_with_both_named(
+        sshd: Sshd, tmp_path: Path) -> None:
+    with runbook_box(tmp_path / "box", sshd) as box:
+        folder = box.root / "ambiguous"
+        folder.mkdir()
+        (folder / "run_queue.sh").write_text(AMBIGUOUS_RUNNER)
+        (folder / "cell.sh").write_text(AMBIGUOUS_CELL)
+        queue = folder / "queue.txt"
+        queue.write_text("configs/first.yaml t 1\n")
+        try:
+            box.launch_nohup(queue)
+            box.wait_for(folder / "two" / "copy.txt", "cell configs/first.yaml running")
+            code, out, err = discover(box)
+            assert code == 0, err[-3000:]
+            sweep_file = tmp_path / "found.yaml"
+            sweep_file.write_text(out)
+            inst = our_instance(sweep_file, queue)
+            block = our_block(out, queue)
+            assert inst.queue_log == str(folder / "master.log"), block
+            assert inst.run_logs is None, block
+            note = block.split("# run_logs: NOT FOUND — ", 1)[1].split("\n")[0]
+            assert note.startswith("the cells write logs in more than one folder"), block
+            assert f'"{folder / "one"}"' in note and f'"{folder / "two"}"' in note, block
+        finally:
+            (folder / "release").touch()
