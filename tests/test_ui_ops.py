@@ -58,6 +58,11 @@ async def test_preflight_launch_stop_resume_from_the_box_screen(demo: Path, tmp_
         # Cell 3 failed (no proof of success) and cell 4 was interrupted: the resume starts
         # after the last proven cell, 2; in the sweep's own tmux_session, q1 (issue 14).
         assert "resume a1: done" in text and "from cell 3" in text and "tmux session q1" in text
+        # Let the re-run det_baseline fail again (its OOM and FINISHED mark) before stopping: the
+        # demo fleet is shared, and later tests read that cell's classified failure.
+        await wait_until(pilot, lambda: (demo / "boxes" / "a1" / "data" / "q1_master.log")
+                         .read_text().count("FINISHED det_baseline (exit=") >= 2, 90,
+                         "det_baseline re-run to its failure")
         await pilot.press("S")
         await confirm_by_typing(app, pilot, "a1")
         text = await report(app, pilot, "stop again")
