@@ -8,6 +8,9 @@ own resume leaves behind: `| tee` truncates the master log, which then starts wi
 
 from __future__ import annotations
 
+import dataclasses
+
+from cockpit.models.hostview import HostTracker
 from cockpit.models.queue import (
     CellState,
     QueueLog,
@@ -16,8 +19,13 @@ from cockpit.models.queue import (
     build_view,
     parse_queue_file,
 )
+from cockpit.models.snapshot import NA, GpuReading, GpuStatus, HostSnapshot, LogChunk, Memory, QueueFacts
 from cockpit.models.sweep import Instance
 from cockpit.services.launch import PROFILE_NOTE, resume_hint, run_command
+from cockpit.services.profiles import load_named
+from cockpit.services.report import queue_document
+from cockpit.services.rulebook import load_rulebook
+from cockpit.ui.render import Palette, cell_detail, queue_header, resume_hint_of
 
 QUEUE = """# one ablation cell per line
 configs/ablation/c1.yaml reconstruction 2
@@ -25,6 +33,7 @@ configs/ablation/c2.yaml reconstruction 2
 configs/ablation/c3.yaml reconstruction 2
 """
 RULE = "=" * 64
+PALETTE = Palette("green", "yellow", "red", "grey50")
 
 
 def header(start: int, total: int = 3, queue: str = "queue.txt") -> str:
@@ -179,3 +188,72 @@ def test_resume_hint_is_the_exact_command() -> None:
     command, note = resume_hint(nohup, 3)
     assert command == "cd /d && nohup bash run_queue.sh /d/queue.txt 3 </dev/null >>/d/master.log 2>&1 &"
     assert note == PROFILE_NOTE
+
+
+# --------------------------------------------------------------- the panel and status --json
+
+
+def snap(marks: str, pids: tuple[int, ...] | NA, chunks: tuple[LogChunk, ...] = ()) -> HostSnapshot:
+    """One probe record of the queue: QUEUE, these master-log marks, these processes."""
+    na = NA("not probed")
+    return HostSnapshot(
+        instance="b1", observed_at=1_900_000_000.0, remote_time=NA("no clock"), seq=1,
+        hostname="box", gpu=GpuReading(GpuStatus.OK, ()), mounts=(),
+        memory=Memory("none", na, na, na), tmux=(),
+        queue=QueueFacts(pids, None, (), None, queue_text=QUEUE, queue_marks=marks),
+        log_chunks=chunks, utc_offset=0.0)
+
+
+HAND = {"name": "b1", "profile": "generic-ssh", "host": "h", "queue": "/d/queue.txt",
+        "queue_log": "/d/q1_master.log", "run_logs": "/d/logs", "tmux_session": "q1"}
+INTERRUPTED = "\n".join([header(1), started(1, "c1"), finished(1, "c1", 0), started(2, "c2")])
+
+
+def tracker_with(pids: tuple[int, ...] | NA, marks: str = INTERRUPTED) -> HostTracker:
+    """A box's tracker after one record."""
+    tracker = HostTracker(Instance.model_validate(HAND), load_named("generic-ssh"),
+                          load_rulebook(user=False))
+    tracker.absorb(snap(marks, pids))
+    return tracker
+
+
+def test_the_panel_offers_the_resume_command_only_when_the_queue_is_known_stopped() -> None:
+    stopped = queue_header(tracker_with(()), PALETTE).plain
+    assert "resume at cell 2 (c: copy): cd /d && bash run_queue.sh /d/queue.txt 2 2>&1 | tee -a " \
+           "/d/q1_master.log" in stopped
+    assert "PROFILE BLOCK" in stopped
+    assert "resume at" not in queue_header(tracker_with((42,)), PALETTE).plain, "runs: no hint"
+    assert "resume at" not in queue_header(tracker_with(NA("ps missing")), PALETTE).plain
+    assert resume_hint_of(tracker_with((42,))) is None
+
+
+def test_the_panel_names_unproven_cells_a_resume_cannot_reach() -> None:
+    marks = "\n".join([header(1), started(1, "c1"), finished(1, "c1", 0), started(2, "c2"),
+                       finished(2, "c2", 1), started(3, "c3"), finished(3, "c3", 0)])
+    head = queue_header(tracker_with((), marks), PALETTE).plain
+    assert "resume at" not in head
+    assert "not reached by a resume: c2" in head
+
+
+def test_the_detail_line_shows_the_evidence_with_box_text_made_visible() -> None:
+    view = view_of([header(3), started(3, "c3"), finished(3, "c3", 0)])
+    text = cell_detail(view.cells[0], PALETTE).plain
+    assert text == ("1 c1: finished earlier · master log truncated by a resume from 3; exit "
+                    "code lost")
+    hostile = dataclasses.replace(view.cells[0], name="c1\x1b[2J")
+    assert "\x1b" not in cell_detail(hostile, PALETTE).plain
+
+
+def test_status_json_carries_k_of_n_each_cells_state_and_evidence() -> None:
+    inst = Instance.model_validate(HAND)
+    doc = queue_document(inst, snap(INTERRUPTED, (42,), (
+        LogChunk("/d/logs/c1.log", 1, 0, b"Epoch 2/2 done\nTraining completed\n"),)))
+    assert doc["progress"] == "1/3" and doc["total"] == 3
+    cells = {c["name"]: c for c in doc["cells"]}
+    assert cells["c1"]["state"] == "finished ok" and cells["c1"]["proven"]
+    assert cells["c1"]["evidence"] == "master log: FINISHED exit=0; own log: Training completed"
+    assert cells["c2"]["state"] == "running"
+    assert doc["resume_hint"] is None, "no resume command while the queue runs"
+    stopped = queue_document(inst, snap(INTERRUPTED, ()))
+    assert stopped["resume_from"] == 2
+    assert stopped["resume_hint"]["command"].endswith("| tee -a /d/q1_master.log")
