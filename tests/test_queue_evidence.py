@@ -9,6 +9,9 @@ own resume leaves behind: `| tee` truncates the master log, which then starts wi
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
+
+from textual.widgets import DataTable, Static
 
 from cockpit.models.hostview import HostTracker
 from cockpit.models.queue import (
@@ -21,11 +24,18 @@ from cockpit.models.queue import (
 )
 from cockpit.models.snapshot import NA, GpuReading, GpuStatus, HostSnapshot, LogChunk, Memory, QueueFacts
 from cockpit.models.sweep import Instance
+from cockpit.services.acks import AckStore
 from cockpit.services.launch import PROFILE_NOTE, resume_hint, run_command
 from cockpit.services.profiles import load_named
 from cockpit.services.report import queue_document
 from cockpit.services.rulebook import load_rulebook
+from cockpit.services.sweepfile import load_sweep
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.box import BoxScreen
+from cockpit.ui.ops import ReportScreen
 from cockpit.ui.render import Palette, cell_detail, queue_header, resume_hint_of
+from tests.test_ui_app import composed, texts
+from tests.test_ui_fleet import wait_until
 
 QUEUE = """# one ablation cell per line
 configs/ablation/c1.yaml reconstruction 2
@@ -257,3 +267,35 @@ def test_status_json_carries_k_of_n_each_cells_state_and_evidence() -> None:
     stopped = queue_document(inst, snap(INTERRUPTED, ()))
     assert stopped["resume_from"] == 2
     assert stopped["resume_hint"]["command"].endswith("| tee -a /d/q1_master.log")
+
+
+async def test_box_screen_x_reruns_the_highlighted_cell_through_the_service(
+        demo: Path, tmp_path: Path) -> None:
+    """`X` on the box screen runs `rerun` of the highlighted cell and shows what the service
+    said: here its refusal (the instance has no `launch.command`, so nothing is started and the
+    shared demo fleet is left as it is); the detail line follows the highlighted cell."""
+    loaded = load_sweep(demo / "sweep.yaml")
+    insts = tuple(i.model_copy(update={"launch": None}) if i.name == "a1" else i
+                  for i in loaded.sweep.instances)
+    loaded = dataclasses.replace(loaded, sweep=loaded.sweep.model_copy(update={"instances": insts}))
+    app = CockpitApp(loaded, banners=False, acks=AckStore(tmp_path / "acks.json"))
+    async with app.run_test(size=(160, 44)) as pilot:
+        await wait_until(pilot, lambda: app.trackers["a1"].snapshot is not None, 20, "a1")
+        app.open_box("a1")
+        await wait_until(pilot, lambda: composed(app, BoxScreen, "#queue-table")
+                         and app.screen.query_one("#queue-table", DataTable).row_count > 0,
+                         10, "the box screen's queue rows")
+        screen = app.screen
+        assert isinstance(screen, BoxScreen)
+        cell = screen.highlighted_cell()
+        assert cell is not None
+        await wait_until(pilot, lambda: cell.name in texts([screen.query_one("#queue-detail",
+                                                                              Static)]),
+                         10, "the detail line")
+        await pilot.press("X")
+        await wait_until(pilot, lambda: composed(app, ReportScreen, "#report-body"), 60, "report")
+        report = app.screen
+        assert isinstance(report, ReportScreen)
+        assert report.title_text == "rerun a1: refused"
+        assert "launch.command" in texts([report.query_one("#report-body", Static)])
+        await pilot.press("q")
