@@ -409,11 +409,14 @@ def build_view(
     `alive`: whether the queue has a live process (None when it could not be checked, in
     which case a started, unfinished cell is still shown as running).
     """
-    rates: list[float] = []  # seconds per epoch of finished cells, for ETAs
+    # Seconds per epoch of finished cells, for the ETA of cells not started yet (whose size is
+    # their queue-file epochs). A cell whose log counted only steps says nothing about that.
+    rates: list[float] = []
     for name, done in log.finished.items():
         st, prog = log.started.get(name), progress.get(name)
-        if st is not None and prog is not None and prog.epoch > 0 and done.at >= st.at:
-            rates.append((done.at - st.at) / prog.epoch)
+        if (st is not None and prog is not None and prog.unit == "epoch" and prog.done_epochs > 0
+                and done.at >= st.at):
+            rates.append((done.at - st.at) / prog.done_epochs)
     views: list[CellView] = []
     for index, name, task, epochs in _cell_rows(lines, log):
         st, fin, prog = log.started.get(name), log.finished.get(name), progress.get(name)
@@ -436,9 +439,10 @@ def build_view(
             running = alive is not False and name == log.last_started
             elapsed = max(0.0, now - st.at)
             eta = None
-            if running and epoch > 0:
-                eta = elapsed / epoch * max(0, total_epochs - epoch)
-                rates.append(elapsed / epoch)
+            if running and prog is not None:
+                eta = prog.eta_s(elapsed, total_epochs)  # paced on fractional progress
+                if eta is not None and prog.unit == "epoch":
+                    rates.append(elapsed / prog.done_epochs)
             if running:
                 why = ("master log: STARTING, no FINISHED; queue process alive" if alive else
                        "master log: STARTING, no FINISHED; processes not checked")
