@@ -9,9 +9,17 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from cockpit.models.durations import parse_duration, parse_size
 from cockpit.models.profile import repeated
@@ -113,6 +121,37 @@ class Launch(Strict):
     """Extra `#SBATCH` options for a Slurm instance (`--gres=gpu:1`, `--time=04:00:00`)."""
 
 
+RUNNER_ENV = ("PROJECT_REPO_DIR", "DATA_DIR", "DURABLE_DIR", "PROXY_HOOK", "CRED_FILE", "PY",
+              "RUN_ONE", "WANDB_MODE")
+"""The only environment variables `cockpit discover` reads from a hand-started runner
+(/proc/PID/environ) and a `runner:` block may set: the runbook template's PROFILE BLOCK and its
+knobs. A fixed allow-list, never widened from the box: a process environment holds API keys."""
+
+
+def _check_value(value: str) -> str:
+    if _CONTROL.search(value):
+        raise ValueError("values may not contain control characters (newline, tab, NUL, ...)")
+    return value
+
+
+class Runner(Strict):
+    """How a queue started by hand with the runbook's own `run_queue.sh` runs again the same
+    way (written by `cockpit discover`): `resume` runs `SHELL SCRIPT QUEUE START` and `rerun`
+    `SHELL SCRIPT RERUN_QUEUE 1 QUEUE` in `cwd` with exactly `env` set, its output appended to
+    the master log (`queue_log`), detached as it was (tmux session `tmux_session`, else nohup)."""
+
+    script: RemotePath
+    """The runner script's absolute path (the runbook's `run_queue.sh`, never our copy)."""
+    shell: Literal["bash", "sh", "dash"] = "bash"
+    """The shell that ran it (the runner's argv[0])."""
+    cwd: RemotePath
+    """The runner's working directory (relative queue and config paths are read from it)."""
+    output: Literal["tee", "redirect"]
+    """How its output reached the master log: `2>&1 | tee -a LOG`, or `>>LOG 2>&1`."""
+    env: dict[Literal[RUNNER_ENV], Annotated[str, AfterValidator(_check_value)]] = {}  # type: ignore[valid-type]
+    """The runner's PROFILE BLOCK variables, exactly as it had them (only names in RUNNER_ENV)."""
+
+
 class Instance(Strict):
     """One box of the sweep."""
 
@@ -149,6 +188,16 @@ class Instance(Strict):
     """When one of the profile's danger clocks started for this box, by clock id (e.g.
     `auto_release: 2026-11-12 10:00` after a power-off). The cockpit cannot see a
     powered-off box, so the user records it and the cockpit counts the clock down."""
+
+    runner: Runner | None = None
+    """A hand-started runbook queue's runner (from `cockpit discover`): how `resume` and `rerun`
+    start it again when there is no `launch:`."""
+
+    @model_validator(mode="after")
+    def _runner_needs_log(self) -> Instance:
+        if self.runner is not None and (not self.queue or not self.queue_log):
+            raise ValueError("`runner` needs `queue` and `queue_log` (its output is appended there)")
+        return self
 
     @property
     def is_local(self) -> bool:
