@@ -15,8 +15,16 @@ comes from the open files in /proc, the same whichever way the user launched the
 - the tmux session is the one whose pane is the runner or an ancestor of it.
 
 Nothing is guessed: a field without that evidence is printed as a `# FIELD: NOT FOUND — …`
-comment saying what it is and how to fill it. No process environment is read (it holds the
-users' keys), so durable_root is always for the user to add.
+comment saying what it is and how to fill it.
+
+`runner:` records how to run the queue again the same way, so `cockpit resume` / `rerun` need
+no hand edit: the runner script's absolute path and shell, its working directory, how its
+output reached the master log (`tee`, or `redirect`: its stdout is the file), and from the
+runner's /proc/PID/environ ONLY the names in `RUNNER_ENV` (the runbook's PROFILE BLOCK): the
+box filters them (`grep -z`) and the cockpit checks each name again; every other variable
+(API keys) never leaves the box. A value with control characters is not printed (NOT FOUND,
+with the reason). durable_root is still for the user to add (DURABLE_DIR is where the runbook
+keeps its scripts, not necessarily the cockpit's durable root).
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from typing import Any
 
 import yaml
 
+from cockpit.models.sweep import RUNNER_ENV
 from cockpit.models.text import visible
 from cockpit.services.remote import SshBox
 
@@ -66,6 +75,7 @@ pick=$(printf '%s\n' "$table" | awk '
       for (i=1; i<=n; i++) if (!(pid[i] in mark) && (ppid[i] in mark)) { mark[pid[i]]=1; changed=1 }
     }
     for (i=1; i<=n; i++) if ((pid[i] in mark) || (sid[i] in msid)) { print "D", pid[i]; seen[pid[i]]=1 }
+    for (r in run) print "R", r
     for (r in run) { p=up[r]; k=0
       while (p != "" && p > 1 && !(p in seen) && k < @MAX_ANCESTRY@) {
         print "U", p; seen[p]=1; p=up[p]; k++ } }
@@ -75,6 +85,12 @@ printf '%s\n' "$table" | while read -r p pp pg sd _; do echo "A $p $pp $pg $sd";
 printf '%s\n' "$pick" | while read -r kind p; do
   [ -n "$p" ] || continue
   d=/proc/$p
+  if [ "$kind" = R ]; then
+    # A runner's environment: only the allow-listed names leave the box (grep -z: one
+    # NUL-terminated entry per record; the cockpit checks each name again).
+    echo "E $p $(grep -zE '^(@ENV@)=' "$d/environ" 2>/dev/null | base64 | tr -d '\n')"
+    continue
+  fi
   nums=$(printf '%s\n' "$table" | awk -v p="$p" '$1 == p {print $2, $4, $3; exit}')
   [ -n "$nums" ] || continue
   args=$(tr '\0' '\n' < "$d/cmdline" 2>/dev/null) || continue
@@ -100,7 +116,8 @@ if command -v tmux >/dev/null 2>&1; then
     echo "T $pid $(b64 "$s")"
   done
 fi
-""".replace("@MAX_FILES@", str(MAX_FILES_PER_PROCESS)).replace("@MAX_ANCESTRY@", str(MAX_ANCESTRY))
+""".replace("@ENV@", "|".join(RUNNER_ENV)).replace(
+    "@MAX_FILES@", str(MAX_FILES_PER_PROCESS)).replace("@MAX_ANCESTRY@", str(MAX_ANCESTRY))
 RUNNER = re.compile(r"(^|/)run_queue[^/]*\.sh$")
 SHELLS = ("bash", "sh", "dash")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -140,6 +157,8 @@ class Proc:
     cwd: str
     pgid: int = 0
     fds: dict[int, OpenFile] = field(default_factory=dict)
+    environ: dict[str, str] | None = None
+    """The allow-listed (RUNNER_ENV) part of a runner's environment; None: not read."""
 
     @property
     def logs(self) -> list[str]:
@@ -168,6 +187,8 @@ class FoundQueue:
     pid: int
     launch: str = ""
     missing: dict[str, str] = field(default_factory=dict)
+    runner: dict[str, Any] | None = None
+    """The sweep's `runner:` block (script, shell, cwd, output, env), or None (see missing)."""
 
 
 def _int(text: str) -> int | None:
@@ -192,7 +213,9 @@ def parse(output: str) -> tuple[dict[int, Proc], dict[int, str]]:
             pid, ppid, sid = (n for n in nums[:3] if n is not None)
             old = procs.get(pid)
             procs[pid] = Proc(pid, ppid, sid, _b64(parts[4]).split("\n"), _b64(parts[5]),
-                              nums[5] or 0, old.fds if old else {})
+                              nums[5] or 0, old.fds if old else {}, old.environ if old else None)
+        elif kind == "E" and len(parts) == 3 and nums[0] in procs:
+            procs[nums[0]].environ = environ(parts[2])
         elif kind == "F" and len(parts) == 6 and nums[0] in procs and nums[1] is not None:
             flags = int(parts[4], 8) if _OCTAL.match(parts[4]) else None
             writing = None if flags is None else (flags & 3) in (1, 2)
@@ -200,6 +223,53 @@ def parse(output: str) -> tuple[dict[int, Proc], dict[int, str]]:
         elif kind == "T" and len(parts) == 3 and nums[0] is not None:
             panes[nums[0]] = _b64(parts[2])
     return procs, panes
+
+
+def environ(text: str) -> dict[str, str]:
+    """The RUNNER_ENV entries of a base64 NUL-separated environment; any other name is dropped
+    (the box already filtered: this is the second check). Total: bad base64 gives {}."""
+    try:
+        raw = base64.b64decode(text, validate=True) if text else b""
+    except ValueError:
+        return {}
+    out: dict[str, str] = {}
+    for entry in raw.split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        key = name.decode("ascii", errors="replace")
+        if sep and key in RUNNER_ENV and key not in out:
+            out[key] = value.decode("utf-8", errors="replace")
+    return out
+
+
+def runner_block(proc: Proc, master: str | None, how: str) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    """The sweep's `runner:` block for a runner, and NOT FOUND notes: the whole block when the
+    queue cannot be run again the same way from what was seen, `runner.env.NAME` for a value
+    that is not printed."""
+    notes: dict[str, str] = {}
+    out = proc.fds.get(1)
+    mode = "redirect" if out is not None and out.regular else (
+        "tee" if how.startswith("the file `tee` writes") else None)
+    cwd_why = unusable(proc.cwd) if proc.cwd else "the working directory could not be read"
+    script = str(PurePosixPath(proc.cwd) / proc.argv[1]) if proc.cwd else proc.argv[1]
+    why = ("no master log was found (the re-run's output would go nowhere)" if master is None
+           else "its output goes to neither a file nor a tee" if mode is None
+           else f"its working directory: {cwd_why}" if cwd_why
+           else f"the runner script {shown(script)}: {w}" if (w := unusable(script))
+           else "its environment could not be read (/proc/PID/environ)" if proc.environ is None
+           else None)
+    if why:
+        notes["runner"] = (f"{why}. How `cockpit resume`/`rerun` run the queue again without a "
+                           "`launch:`; without it they refuse")
+        return None, notes
+    env: dict[str, str] = {}
+    for key, value in (proc.environ or {}).items():
+        if _CONTROL.search(value) or visible(value, limit=0) != value:
+            notes[f"runner.env.{key}"] = ("its value holds control characters or characters the "
+                                          "terminal is not shown as they are; add it by hand")
+        else:
+            env[key] = value
+    return {"script": script, "shell": proc.command, "cwd": proc.cwd, "output": mode,
+            "env": env}, notes
 
 
 def ancestors(pid: int, procs: dict[int, Proc]) -> list[int]:
@@ -373,7 +443,13 @@ def find_queues(procs: dict[int, Proc], panes: dict[int, str]) -> list[FoundQueu
                                        "cannot hold (letters, digits, _ . -; at most 64); rename "
                                        "it (tmux rename-session) and add it, or leave it out")
             session = None
-        found.append(FoundQueue(queue, start, master, run_logs, session, pid, launch, missing))
+        block, notes = runner_block(proc, master, how)
+        if queue is None and block is not None:
+            block, notes = None, {"runner": "the queue file was not found (above): `runner` "
+                                            "needs `queue`; add both, or resume refuses"}
+        missing.update(notes)
+        found.append(FoundQueue(queue, start, master, run_logs, session, pid, launch, missing,
+                                block))
     return found
 
 
@@ -400,7 +476,7 @@ def sweep_document(name: str, hosts: list[tuple[str, str, list[FoundQueue]]],
             base = re.sub(r"[^A-Za-z0-9_.-]", "-", host.split("@")[-1]).strip("-.")[:60] or "box"
             inst: dict[str, Any] = {"name": base if len(queues) == 1 else f"{base}-{index}",
                                     "profile": profile, "host": host}
-            for key in ("queue", "queue_log", "run_logs", "tmux_session"):
+            for key in ("queue", "queue_log", "run_logs", "tmux_session", "runner"):
                 value = getattr(queue, key)
                 if value:
                     inst[key] = value
