@@ -15,6 +15,11 @@
 - Rerun runs only the named cells, as a new queue file beside the original
   (`queue.rerun-K.txt`, never overwritten), after renaming their old per-run logs
   (`NAME.log.before-rerun-K`, never overwritten or deleted); it is launched like `launch`.
+- A queue started by hand with the runbook's own `run_queue.sh` (no `launch:`, a `runner:`
+  written by `cockpit discover`) is run again the same way: its own script, shell, working
+  directory and PROFILE BLOCK environment, appending to the master log, in its tmux session
+  (`| tee -a` or `>>LOG 2>&1`, as it was) or under `nohup ... </dev/null >>LOG 2>&1 &`
+  (`hand_command`). Nothing of ours is deployed for it.
 - The tmux session is the sweep's `tmux_session`, else `<sweep>-<instance>`. Stop kills that
   exact session or the verified PIDs, never a pattern (`pkill -f run_queue.sh` can kill the
   tmux server itself).
@@ -229,6 +234,27 @@ PROFILE_NOTE = ("set the runbook's PROFILE BLOCK variables (PROJECT_REPO_DIR, DA
 the box (the probe does not send /proc/PID/environ), so the hint cannot spell it out."""
 
 
+def hand_command(instance: Instance, start: int, *, of: str | None = None) -> str:
+    """The exact shell command that runs a hand-started runbook queue (`runner:`) from cell
+    `start`, detached the way it was: `SHELL SCRIPT QUEUE START [OF]` in the runner's cwd
+    with exactly its recorded environment, output appended to the master log; inside
+    `tmux new-session -d -s TMUX_SESSION` when the sweep names one, else under
+    `nohup ... </dev/null >>LOG 2>&1 &`. Every value is shell-quoted. `of`: see `run_command`
+    (run_queue.sh ignores a third argument). The resume hint shows exactly this."""
+    runner = instance.runner
+    assert runner is not None and instance.queue and instance.queue_log
+    q = shlex.quote
+    env = "".join(f"{k}={q(v)} " for k, v in runner.env.items())
+    run = (f"{runner.shell} {q(runner.script)} {q(instance.queue)} {start}"
+           f"{' ' + q(of) if of else ''}")
+    log = q(instance.queue_log)
+    cd = f"cd {q(runner.cwd)} && "
+    if instance.tmux_session:
+        out = f"2>&1 | tee -a {log}" if runner.output == "tee" else f">>{log} 2>&1"
+        return f"tmux new-session -d -s {q(instance.tmux_session)} {q(f'{cd}{env}{run} {out}')}"
+    return f"{cd}{{ {env}nohup {run} </dev/null >>{log} 2>&1 & }}"
+
+
 def resume_hint(instance: Instance, start: int) -> tuple[str, str]:
     """The command that resumes this queue at `start`, and a note on what it needs.
 
@@ -238,6 +264,9 @@ def resume_hint(instance: Instance, start: int) -> tuple[str, str]:
     PROFILE BLOCK environment must be set as at launch."""
     if instance.launch is not None and instance.queue:
         return run_command(instance, start), "the command `cockpit resume` runs"
+    if instance.runner is not None and instance.queue and instance.queue_log:
+        return hand_command(instance, start), ("the command `cockpit resume` runs (the runbook's "
+                                               "run_queue.sh with its discovered environment)")
     queue = instance.queue or "QUEUE"
     folder = str(PurePosixPath(queue).parent)
     cd = f"cd {shlex.quote(folder)} && "
@@ -264,6 +293,20 @@ async def _start(box: Box, instance: Instance, sweep: str, runner: str, one: str
     return None
 
 
+async def _start_hand(box: Box, instance: Instance, start: int, of: str | None) -> str | None:
+    """Start a hand-started runbook queue again with `hand_command`; its tmux session (when the
+    sweep names one) must not exist: it is never reused."""
+    session = instance.tmux_session
+    if session and (await box.run(["tmux", "has-session", "-t", f"={session}"], 30)).status == 0:
+        raise LaunchRefused(f"tmux session {session} already exists: end it (or let its queue "
+                            f"finish) first; it is never reused")
+    result = await box.run(["/bin/sh", "-c", hand_command(instance, start, of=of)], 60)
+    if result.status != 0:
+        raise LaunchRefused(f"starting {instance.runner.script if instance.runner else '?'} "
+                            f"failed: {result.stderr.decode(errors='replace')[-200:]}")
+    return session
+
+
 async def _confirm(box: Box, instance: Instance, before: int, timeout: float) -> tuple[tuple[int, ...], str]:
     deadline = time.monotonic() + timeout
     while True:
@@ -285,8 +328,9 @@ async def launch(box: Box, instance: Instance, sweep: str, *, queue_text: str | 
                  of: str | None = None) -> LaunchResult:
     """Deploy, upload the queue file (if given), start detached, confirm alive. `of`: the
     original queue of a rerun queue (see `run_command`)."""
-    if instance.launch is None or not instance.queue:
-        raise LaunchRefused(f"{instance.name}: the sweep needs `queue` and `launch.command` to launch")
+    if (instance.launch is None and instance.runner is None) or not instance.queue:
+        raise LaunchRefused(f"{instance.name}: the sweep needs `queue` and `launch.command` (or a "
+                            f"`runner:` from `cockpit discover`) to launch")
     began = time.monotonic()
     snap = await snapshot(box, instance)
     running = queue_pids(snap)
@@ -297,14 +341,20 @@ async def launch(box: Box, instance: Instance, sweep: str, *, queue_text: str | 
         await box.write(instance.queue, queue_text.encode())
     if start is None:
         start = 1
+    log_stat = snap.queue.queue_log
+    before = 0 if log_stat is None or isinstance(log_stat.size, NA) else log_stat.size
+    if instance.launch is None:
+        assert instance.runner is not None
+        session = await _start_hand(box, instance, start, of)
+        pids, first = await _confirm(box, instance, before, timeout)
+        return LaunchResult(session, pids, start, first, instance.runner.script,
+                            time.monotonic() - began)
     runner, one = await deploy(box, workdir(instance))
     has_tmux = (await box.run(["/bin/sh", "-c", "command -v tmux"], 30)).status == 0
     if has_tmux and (await box.run(["tmux", "has-session", "-t",
                                     f"={session_for(instance, sweep)}"], 30)).status == 0:
         raise LaunchRefused(f"tmux session {session_for(instance, sweep)} already exists: end it "
                             f"(or let its queue finish) first; it is never reused")
-    log_stat = snap.queue.queue_log
-    before = 0 if log_stat is None or isinstance(log_stat.size, NA) else log_stat.size
     session = await _start(box, instance, sweep, runner, one, start, has_tmux, of)
     pids, first = await _confirm(box, instance, before, timeout)
     return LaunchResult(session, pids, start, first, runner, time.monotonic() - began)
@@ -379,9 +429,12 @@ async def rerun(box: Box, instance: Instance, sweep: str, cells: list[str], *,
     """Run only `cells` again: a new queue file of their lines beside the original, their old
     logs rotated first, launched like `launch`. Returns the result, the new queue file and the
     rotated logs. Refuses unknown names, an empty list, and a queue (or rerun) that runs."""
-    if instance.launch is None or not instance.queue:
-        raise LaunchRefused(f"{instance.name}: the sweep needs `queue` and `launch.command` to "
-                            f"re-run cells")
+    if (instance.launch is None and instance.runner is None) or not instance.queue:
+        raise LaunchRefused(f"{instance.name}: the sweep needs `queue` and `launch.command` (or a "
+                            f"`runner:` from `cockpit discover`) to re-run cells")
+    if instance.launch is None and not instance.run_logs:
+        raise LaunchRefused(f"{instance.name}: the sweep has no `run_logs`: the cells' old logs "
+                            f"could not be kept (rotated) before a re-run; add it")
     if not cells:
         raise LaunchRefused("no cell named: --cells a,b")
     _refuse_running(instance, await live_queues(box, instance), "re-running cells")
@@ -408,7 +461,7 @@ async def rerun(box: Box, instance: Instance, sweep: str, cells: list[str], *,
         raise LaunchRefused(f"{path} exists: a queue file is never overwritten")
     header = f"# cockpit rerun {k} of {PurePosixPath(instance.queue).name}: {', '.join(wanted)}\n"
     rotated: list[str] = []
-    logs = instance.run_logs or f"{workdir(instance)}/logs"
+    logs = instance.run_logs or f"{workdir(instance)}/logs"  # run_logs is set for a `runner`
     for name in wanted:
         moved = await rotate_log(box, f"{logs.rstrip('/')}/{name}.log", f"before-rerun-{k}")
         if moved is not None:
