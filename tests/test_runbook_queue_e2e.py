@@ -5,6 +5,8 @@ found by `cockpit discover`, and the sweep it prints — saved UNEDITED — is e
 own run_queue.sh in its own folder with the environment discover read from the runner (only
 the PROFILE BLOCK names: a secret in that environment never reaches the printed sweep),
 appending to the master log (never truncating it), and no proven cell is ever run again.
+The runbook's tmux + tee recipe, interrupted mid-cell, is resumed by `cockpit resume` in its
+own tmux session with `| tee -a`, exactly as the resume hint says.
 """
 
 from __future__ import annotations
@@ -168,3 +170,55 @@ def test_discovered_nohup_queue_resumes_and_reruns_with_no_hand_edit(
         _, cells = status_cells(sweep, inst.name)
         assert cells[OK_CELL]["state"] == "finished ok" and cells[HELD]["state"] == "finished ok"
         assert cells[CRASHED]["evidence"].startswith("master log: FINISHED exit=0")
+
+
+def test_discovered_tmux_tee_queue_resumes_in_its_session_appending_to_its_log(
+        sshd: Sshd, tmp_path: Path) -> None:
+    """The runbook's tmux + tee recipe, interrupted mid-cell: the unedited discovered sweep's
+    resume hint is exactly what `cockpit resume` runs, and resume starts at the interrupted
+    cell in the same tmux session with `| tee -a` (the earlier marks kept), never re-running
+    the proven first cell."""
+    session = f"q14r{os.getpid()}"
+    tail = "tail_cell"
+    with runbook_box(tmp_path / "box", sshd) as box:
+        box.install_scripts()
+        queue = box.write_queue([Cell(OK_CELL), Cell(HELD, hold_after_epoch=1), Cell(tail)])
+        log = box.launch_tmux(queue, session)
+        box.wait_for(box.run_logs / f"{HELD}.log", HELD_MARK)
+        found = cockpit("discover", box.alias, "--ssh-config", str(box.ssh_config),
+                        "--name", "found")
+        assert found.returncode == 0, (found.stdout, found.stderr)
+        sweep = tmp_path / "sweep.yaml"
+        sweep.write_text(found.stdout)
+        inst = ours(sweep, queue)
+        assert inst.tmux_session == session and inst.queue_log == str(log)
+        assert inst.runner is not None and inst.runner.output == "tee", found.stdout
+        assert inst.runner.env == {k: v for k, v in box.profile_env().items() if k in RUNNER_ENV}
+
+        # Interrupted mid-cell (the session ended); cell 1 proven, cell 2 interrupted.
+        box.ssh(f"tmux kill-session -t ={session}")
+        poll("the interrupted trainer to end", lambda: not trainers(box))
+        text = log.read_text()
+        ok_ckpts = [box.checkpoints / OK_CELL / "best.pth", box.final / OK_CELL / "best.pth"]
+        before = {str(p): p.stat().st_mtime_ns for p in ok_ckpts}
+        view, cells = status_cells(sweep, inst.name)
+        assert cells[OK_CELL]["state"] == "finished ok"
+        assert cells[HELD]["state"] == "interrupted", cells[HELD]
+        assert view["resume_from"] == 2
+        assert view["resume_hint"]["command"] == hand_command(inst, 2)
+        assert view["resume_hint"]["command"].startswith(f"tmux new-session -d -s {session} ")
+
+        box.release(HELD)
+        resumed = cockpit("resume", str(sweep), "--instance", inst.name)
+        assert resumed.returncode == 0, (resumed.stdout, resumed.stderr)
+        assert f"tmux session {session}" in resumed.stdout and "from cell 2" in resumed.stdout
+        done = box.wait_queue_done(log, session=session)
+        assert done.startswith(text), "tee -a: the earlier marks kept"
+        appended = done[len(text):]
+        assert "starting from 2" in appended and f"STARTING {OK_CELL}" not in appended
+        assert f"FINISHED {HELD} (exit=0)" in appended and f"FINISHED {tail} (exit=0)" in appended
+        assert not (box.durable / ".cockpit").exists(), "nothing of ours was deployed"
+        assert {str(p): p.stat().st_mtime_ns for p in ok_ckpts} == before
+        _, cells = status_cells(sweep, inst.name)
+        assert {n: c["state"] for n, c in cells.items()} == {
+            OK_CELL: "finished ok", HELD: "finished ok", tail: "finished ok"}, cells
