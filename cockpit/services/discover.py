@@ -88,7 +88,11 @@ printf '%s\n' "$pick" | while read -r kind p; do
   if [ "$kind" = R ]; then
     # A runner's environment: only the allow-listed names leave the box (grep -z: one
     # NUL-terminated entry per record; the cockpit checks each name again).
-    echo "E $p $(grep -zE '^(@ENV@)=' "$d/environ" 2>/dev/null | base64 | tr -d '\n')"
+    if [ -r "$d/environ" ] && printf 'a\0' | grep -qz a 2>/dev/null; then
+      echo "E $p $(grep -zE '^(@ENV@)=' "$d/environ" 2>/dev/null | base64 | tr -d '\n')"
+    else
+      echo "E $p -"  # unreadable, or no grep -z (busybox): not read, never guessed empty
+    fi
     continue
   fi
   nums=$(printf '%s\n' "$table" | awk -v p="$p" '$1 == p {print $2, $4, $3; exit}')
@@ -215,7 +219,7 @@ def parse(output: str) -> tuple[dict[int, Proc], dict[int, str]]:
             procs[pid] = Proc(pid, ppid, sid, _b64(parts[4]).split("\n"), _b64(parts[5]),
                               nums[5] or 0, old.fds if old else {}, old.environ if old else None)
         elif kind == "E" and len(parts) == 3 and nums[0] in procs:
-            procs[nums[0]].environ = environ(parts[2])
+            procs[nums[0]].environ = None if parts[2] == "-" else environ(parts[2])
         elif kind == "F" and len(parts) == 6 and nums[0] in procs and nums[1] is not None:
             flags = int(parts[4], 8) if _OCTAL.match(parts[4]) else None
             writing = None if flags is None else (flags & 3) in (1, 2)
