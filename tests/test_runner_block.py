@@ -65,6 +65,14 @@ def test_discover_prints_a_loadable_runner_block(tmp_path: Path) -> None:
     assert inst.runner is not None and inst.runner.env["PROXY_HOOK"] == HOOK
 
 
+def test_unreadable_environment_is_not_taken_for_an_empty_one() -> None:
+    output = box_output(b"").replace(f"E 10 {b64(b'')}", "E 10 -")
+    (found,) = find_queues(*parse(output))
+    assert found.runner is None and "environment could not be read" in found.missing["runner"]
+    (empty,) = find_queues(*parse(box_output(b"")))
+    assert empty.runner is not None and empty.runner["env"] == {}
+
+
 def test_no_master_log_no_runner() -> None:
     (found,) = find_queues(*parse(box_output(b"PY=p\0", stdout="/dev/pts/3", regular=False)))
     assert found.runner is None and "no master log" in found.missing["runner"]
@@ -78,16 +86,21 @@ def instance(**extra: object) -> Instance:
             "env": {"PROXY_HOOK": HOOK, "PY": "python"}}, **extra})
 
 
+UNSET = ["env", "-u", "PROJECT_REPO_DIR", "-u", "DATA_DIR", "-u", "DURABLE_DIR", "-u", "CRED_FILE",
+         "-u", "RUN_ONE", "-u", "WANDB_MODE"]
+"""The RUNNER_ENV names the runner did not have: unset, so the re-run has exactly its env."""
+
+
 def test_hand_command_quotes_every_value_in_tmux_and_nohup() -> None:
     tmux = hand_command(instance(tmux_session="q1"), 3, of="/w/orig.txt")
     argv = shlex.split(tmux)
     assert argv[:5] == ["tmux", "new-session", "-d", "-s", "q1"] and len(argv) == 6
     inner = shlex.split(argv[5])
-    assert inner == ["cd", "/w", "&&", f"PROXY_HOOK={HOOK}", "PY=python", "bash",
+    assert inner == ["cd", "/w", "&&", *UNSET, f"PROXY_HOOK={HOOK}", "PY=python", "bash",
                      "/w/run_queue.sh", "/w/q 1.txt", "3", "/w/orig.txt", "2>&1", "|", "tee",
                      "-a", "/w/master log"]
     nohup = hand_command(instance(), 2)
-    assert shlex.split(nohup) == ["cd", "/w", "&&", "{", f"PROXY_HOOK={HOOK}", "PY=python",
+    assert shlex.split(nohup) == ["cd", "/w", "&&", "{", *UNSET, f"PROXY_HOOK={HOOK}", "PY=python",
                                   "nohup", "bash", "/w/run_queue.sh", "/w/q 1.txt", "2",
                                   "</dev/null", ">>/w/master log", "2>&1", "&", "}"]
     assert resume_hint(instance(), 2)[0] == nohup

@@ -46,7 +46,7 @@ from cockpit.models.queue import (
     parse_queue_file,
 )
 from cockpit.models.snapshot import NA, HostSnapshot
-from cockpit.models.sweep import Instance
+from cockpit.models.sweep import RUNNER_ENV, Instance
 from cockpit.services.probe import probe_script
 from cockpit.services.remote import Box
 
@@ -237,14 +237,18 @@ the box (the probe does not send /proc/PID/environ), so the hint cannot spell it
 def hand_command(instance: Instance, start: int, *, of: str | None = None) -> str:
     """The exact shell command that runs a hand-started runbook queue (`runner:`) from cell
     `start`, detached the way it was: `SHELL SCRIPT QUEUE START [OF]` in the runner's cwd
-    with exactly its recorded environment, output appended to the master log; inside
+    with exactly its recorded environment (`env -u` for a RUNNER_ENV name it lacked), output
+    appended to the master log; inside
     `tmux new-session -d -s TMUX_SESSION` when the sweep names one, else under
     `nohup ... </dev/null >>LOG 2>&1 &`. Every value is shell-quoted. `of`: see `run_command`
     (run_queue.sh ignores a third argument). The resume hint shows exactly this."""
     runner = instance.runner
     assert runner is not None and instance.queue and instance.queue_log
     q = shlex.quote
-    env = "".join(f"{k}={q(v)} " for k, v in runner.env.items())
+    # Exactly the runner's environment: a RUNNER_ENV name it did not have is unset (a login
+    # shell's rc file or the tmux server's environment could otherwise supply one).
+    unset = "".join(f"-u {k} " for k in RUNNER_ENV if k not in runner.env)
+    env = (f"env {unset}" if unset else "") + "".join(f"{k}={q(v)} " for k, v in runner.env.items())
     run = (f"{runner.shell} {q(runner.script)} {q(instance.queue)} {start}"
            f"{' ' + q(of) if of else ''}")
     log = q(instance.queue_log)
