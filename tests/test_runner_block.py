@@ -19,7 +19,13 @@ import pytest
 from pydantic import ValidationError
 
 from cockpit.models.sweep import Instance
-from cockpit.services.discover import environ, find_queues, parse, sweep_document
+from cockpit.services.discover import (
+    MAX_ENV_VALUE,
+    environ,
+    find_queues,
+    parse,
+    sweep_document,
+)
 from cockpit.services.launch import hand_command, resume_hint
 from cockpit.services.sweepfile import load_sweep
 
@@ -50,12 +56,13 @@ def test_only_allow_listed_names_are_kept() -> None:
 
 
 def test_discover_prints_a_loadable_runner_block(tmp_path: Path) -> None:
-    env = (b"DURABLE_DIR=/w\0PROXY_HOOK=" + HOOK.encode() + b"\0DATA_DIR=/d\nevil\0"
-           b"AWS_SECRET_ACCESS_KEY=abc\0")
+    env = (b"PY=" + b"p" * (MAX_ENV_VALUE + 1) + b"\0DURABLE_DIR=/w\0PROXY_HOOK=" + HOOK.encode()
+           + b"\0DATA_DIR=/d\nevil\0AWS_SECRET_ACCESS_KEY=abc\0")
     (found,) = find_queues(*parse(box_output(env)))
     assert found.runner == {"script": "/w/run_queue.sh", "shell": "bash", "cwd": "/w",
                             "output": "redirect", "env": {"DURABLE_DIR": "/w", "PROXY_HOOK": HOOK}}
     assert "control characters" in found.missing["runner.env.DATA_DIR"]
+    assert f"longer than {MAX_ENV_VALUE}" in found.missing["runner.env.PY"]
     text = sweep_document("found", [("box1", "generic-ssh", [found])])
     assert "abc" not in text and "AWS_" not in text and "evil" not in text
     assert "# runner.env.DATA_DIR: NOT FOUND" in text

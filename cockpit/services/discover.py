@@ -56,6 +56,9 @@ CANDIDATE_CHARS = 160
 """Characters of one candidate path shown in a note (a path from the box may be 4 KiB)."""
 YAML_WIDTH = 4096
 """Line width for the printed YAML: a long path stays on one line (PyYAML folds at 80)."""
+MAX_ENV_VALUE = 4096
+"""Characters of one runner environment value printed into the sweep (a PROFILE BLOCK value is
+a path or a short hook; a longer one is NOT FOUND, for the user to add by hand)."""
 DISCOVER_TIMEOUT = 60.0
 """Seconds the discovery command may run on one box (ps, then /proc reads of a few sessions)."""
 
@@ -267,7 +270,10 @@ def runner_block(proc: Proc, master: str | None, how: str) -> tuple[dict[str, An
         return None, notes
     env: dict[str, str] = {}
     for key, value in (proc.environ or {}).items():
-        if _CONTROL.search(value) or visible(value, limit=0) != value:
+        if len(value) > MAX_ENV_VALUE:
+            notes[f"runner.env.{key}"] = (f"its value is longer than {MAX_ENV_VALUE} characters; "
+                                          "add it by hand")
+        elif _CONTROL.search(value) or visible(value, limit=0) != value:
             notes[f"runner.env.{key}"] = ("its value holds control characters or characters the "
                                           "terminal is not shown as they are; add it by hand")
         else:
