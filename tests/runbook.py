@@ -602,3 +602,34 @@ def quit_screen(name: str) -> None:
     """End a screen session this test started (by its exact name)."""
     subprocess.run(["screen", "-S", name, "-X", "quit"], capture_output=True, check=False,
                    timeout=SSH_TIMEOUT)
+
+
+def trainers(box: RunbookBox) -> list[int]:
+    """Pids of trainers running in this box's project (cwd = PROJECT_REPO_DIR)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.readlink(entry / "cwd") == str(box.project) and \
+                        b"src.train" in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def status_cells(sweep: Path, name: str | None = None) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """`cockpit status --json`: the instance's queue_view (the only one, or the one called
+    `name`) and its cells by name."""
+    result = cockpit("status", str(sweep), "--json")
+    assert result.returncode in (0, 1), (result.returncode, result.stderr[-3000:])
+    found = [i for i in json.loads(result.stdout)["instances"] if name is None or i["name"] == name]
+    assert len(found) == 1, [i["name"] for i in json.loads(result.stdout)["instances"]]
+    assert "queue_view" in found[0], f"no queue_view in status --json: {sorted(found[0])}"
+    view = found[0]["queue_view"]
+    return view, {c["name"]: c for c in view["cells"]}
+
+
+def mtimes(paths: list[Path]) -> dict[str, int]:
+    """Nanosecond mtimes of files that must not change."""
+    return {str(p): p.stat().st_mtime_ns for p in paths}

@@ -9,13 +9,21 @@ kept under a new name, and no proven cell's checkpoint is touched.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.runbook import Cell, RunbookBox, cockpit, poll, require_seeds, runbook_box, sha256
+from tests.runbook import (
+    Cell,
+    cockpit,
+    mtimes,
+    poll,
+    require_seeds,
+    runbook_box,
+    sha256,
+    status_cells,
+    trainers,
+)
 from tests.sshd import Sshd
 
 SEEDS = require_seeds()  # skips this module where ../shared is absent (a user's own clone)
@@ -28,33 +36,10 @@ HELD = "held_last"
 SESSION = "q1"
 
 
-def trainers(box: RunbookBox) -> list[int]:
-    """Pids of trainers running in this box's project (cwd = PROJECT_REPO_DIR)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.readlink(entry / "cwd") == str(box.project) and \
-                        b"src.train" in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
-def status_cells(sweep: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """`cockpit status --json`: the instance's queue_view and its cells by name."""
-    result = cockpit("status", str(sweep), "--json")
-    assert result.returncode in (0, 1), (result.returncode, result.stderr[-3000:])
-    (inst,) = json.loads(result.stdout)["instances"]
-    assert "queue_view" in inst, f"no queue_view in status --json: {sorted(inst)}"
-    view = inst["queue_view"]
-    return view, {c["name"]: c for c in view["cells"]}
 
 
-def mtimes(paths: list[Path]) -> dict[str, int]:
-    """Nanosecond mtimes of files that must not change."""
-    return {str(p): p.stat().st_mtime_ns for p in paths}
 
 
 def test_resume_never_reruns_proven_cells_and_rerun_runs_only_the_named_one(

@@ -11,11 +11,9 @@ own tmux session with `| tee -a`, exactly as the resume hint says.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -31,6 +29,8 @@ from tests.runbook import (
     require_seeds,
     runbook_box,
     sha256,
+    status_cells,
+    trainers,
 )
 from tests.sshd import Sshd
 
@@ -64,27 +64,6 @@ def ours(sweep: Path, queue: Path) -> Instance:
     return inst
 
 
-def status_cells(sweep: Path, name: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """`cockpit status --json`: our instance's queue_view and its cells by name."""
-    result = cockpit("status", str(sweep), "--json")
-    assert result.returncode in (0, 1), (result.returncode, result.stderr[-3000:])
-    (inst,) = [i for i in json.loads(result.stdout)["instances"] if i["name"] == name]
-    view = inst["queue_view"]
-    return view, {c["name"]: c for c in view["cells"]}
-
-
-def trainers(box: RunbookBox) -> list[int]:
-    """Pids of trainers running in this box's project."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if os.readlink(entry / "cwd") == str(box.project) and \
-                        b"src.train" in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def test_discovered_nohup_queue_resumes_and_reruns_with_no_hand_edit(
