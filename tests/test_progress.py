@@ -304,13 +304,28 @@ def test_panel_follows_hf_log_dicts_across_chunks(profile: Profile) -> None:
     assert (cell.epoch, cell.epochs) == (0, 10)  # the queue file's 10 epochs
 
 
+@pytest.mark.parametrize("line", [
+    "Training completed: best val_acc 0.9134 at epoch 5",  # the demo trainer's last line
+    "Saved new best checkpoint: val_acc 0.91 at epoch 5",
+    "Loading checkpoint from epoch 4", "resuming from epoch 3", "best epoch 3",
+    "Early stopping at epoch 7",
+])
+def test_an_epoch_named_in_the_past_is_not_progress(line: str) -> None:
+    """A line that refers to a past epoch (a best, a checkpoint, a resume point) must not move
+    the panel back: the demo's finished cells read 5/6 after 6/6 from their summary line."""
+    assert parse_progress(line) is None
+    run = fold(["Epoch 6/6 | train_loss 0.1", line])
+    assert (run.epoch, run.epochs) == (6, 6)
+
+
 def test_the_harness_trainer_lines() -> None:
     """tests/runbook.py's tiny trainer (the e2e tests' cells) prints these shapes."""
     assert parse_progress("Epoch 2/5 | step 3/10 | loss=0.4123 | lr=1.0e-03") == \
         Progress("epoch", 2, 5, 0.3)
     assert parse_progress("Epoch 2/5 done | train_loss=0.4123 val_loss=0.4000 ") == \
         Progress("epoch", 2, 5)
-    assert parse_progress("saved best.pth (epoch 2, psnr=21.30)") == Progress("epoch", 2)
+    # A saved checkpoint names an epoch that is past, not the run's progress.
+    assert parse_progress("saved best.pth (epoch 2, psnr=21.30)") is None
     assert parse_progress("[c1] task=t cfg=configs/c1.yaml epochs=5 ") is None
     run = fold(["Epoch 2/5 | step 3/10 | loss=0.4", "Epoch 2/5 done | train_loss=0.4",
                 "saved best.pth (epoch 2, psnr=21.30)"])

@@ -301,18 +301,16 @@ async def test_box_screen_x_reruns_the_highlighted_cell_through_the_service(
         await pilot.press("q")
 
 
-def test_the_eta_paces_on_fractional_epochs_and_never_on_step_only_cells() -> None:
-    """A Hugging Face run at `'epoch': 1.5` of 2 is three quarters done, not half; a finished
-    cell whose log counted only steps gives no seconds-per-epoch for the cells not started."""
+def test_a_cell_that_counted_only_steps_gives_no_pace_for_cells_not_started() -> None:
+    """The queue ETA multiplies a seconds-per-epoch pace by the pending cells' queue-file
+    epochs: a finished cell whose log counted only steps (500 of them) must not give that pace
+    (it would read as 0.1 s per epoch)."""
     log = QueueLog()
     log.feed([header(1), started(1, "c1"), finished(2, "c1", 0), started(3, "c2")], 0.0)
-    t1, t3 = log.started["c1"].at, log.started["c2"].at
-    steps_only = RunProgress(epoch=500, epochs=1000, unit="step")
-    hf = RunProgress(epoch=1, epochs=2, fraction=0.5, epoch_seen=True)
-    view = build_view(parse_queue_file(QUEUE), log, {"c1": steps_only, "c2": hf}, alive=True,
-                      now=t3 + 150.0)
-    running = view.running
-    assert running is not None and running.name == "c2"
-    assert running.eta_s == 50.0, "150 s for 1.5 epochs: 0.5 epoch left takes 50 s"
-    assert t1 < t3 and view.eta_s == 50.0 + 2 * 100.0, (
-        "the pending cell's 2 epochs at c2's 100 s/epoch; c1's steps give no epoch pace")
+    t3 = log.started["c2"].at
+    steps_only = RunProgress(epoch=500, epochs=500, unit="step")
+    running = RunProgress(epoch=1, epochs=2, epoch_seen=True)
+    view = build_view(parse_queue_file(QUEUE), log, {"c1": steps_only, "c2": running},
+                      alive=True, now=t3 + 100.0)
+    assert view.running is not None and view.running.eta_s == 100.0
+    assert view.eta_s == 100.0 + 2 * 100.0, "the pending cell's 2 epochs at c2's 100 s/epoch"

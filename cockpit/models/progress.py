@@ -95,6 +95,11 @@ _LEADING = re.compile(r"^[ \t]{0,16}" + _PAIR + r"[ \t]{0,4}\(epoch[ \t]{0,4}" +
 _NOT_TRAINING = re.compile(r"\b(?:valid\w{0,12}|val|eval\w{0,12}|test\w{0,12}|predict\w{0,12}"
                            r"|sanity\w{0,12}|inference)\b", _FLAGS)
 """Words that name a loop other than training: its bar is not the run's progress."""
+_PAST_EPOCH = re.compile(r"\b(?:at|from|since|after|until|best|of)[ \t]{1,4}$|\b(?:best|checkpoint|ckpt"
+                         r"|saved|saving|loading|loaded|resum\w{0,6}|restor\w{0,6}|early[ \t_-]?stop)",
+                         _FLAGS)
+"""A line naming an epoch in the past (`best val_acc 0.91 at epoch 5`, `Saved checkpoint from
+epoch 4`, `resuming from epoch 3`) with no total: a reference, not the run's progress."""
 _DOCKER_STEP = re.compile(r"^[ \t]{0,16}step[ \t]{1,4}[0-9]{1,12}/[0-9]{1,12}[ \t]{1,4}:[ \t]", _FLAGS)
 """`Step 3/10 : RUN pip install ...` is a Docker build's step, not a trainer's."""
 
@@ -191,6 +196,9 @@ def _epoch(text: str, m: re.Match[str]) -> Progress | None:
     rest = text[m.end():]
     if _NOT_TRAINING.search(text[: m.start()]):
         return None  # `Validation epoch 3: 40%|...`
+    if total is None and (_PAST_EPOCH.search(text[max(0, m.start() - 16): m.start()])
+                          or _PAST_EPOCH.search(text)):
+        return None  # `Training completed: best val_acc 0.91 at epoch 5`
     if (after := _AFTER_EPOCH.match(rest)) is not None:
         bar = _pair(after[2], after[3]) or _pair(after[4], after[5])
         if bar is not None:

@@ -414,9 +414,9 @@ def build_view(
     rates: list[float] = []
     for name, done in log.finished.items():
         st, prog = log.started.get(name), progress.get(name)
-        if (st is not None and prog is not None and prog.unit == "epoch" and prog.done_epochs > 0
+        if (st is not None and prog is not None and prog.unit == "epoch" and prog.epoch > 0
                 and done.at >= st.at):
-            rates.append((done.at - st.at) / prog.done_epochs)
+            rates.append((done.at - st.at) / prog.epoch)
     views: list[CellView] = []
     for index, name, task, epochs in _cell_rows(lines, log):
         st, fin, prog = log.started.get(name), log.finished.get(name), progress.get(name)
@@ -439,10 +439,13 @@ def build_view(
             running = alive is not False and name == log.last_started
             elapsed = max(0.0, now - st.at)
             eta = None
-            if running and prog is not None:
-                eta = prog.eta_s(elapsed, total_epochs)  # paced on fractional progress
-                if eta is not None and prog.unit == "epoch":
-                    rates.append(elapsed / prog.done_epochs)
+            if running and epoch > 0:
+                # Paced on the whole epoch the log printed: whether `Epoch 3` means three done
+                # (Keras, 1-based) or the fourth under way (Lightning, 0-based) cannot be told
+                # from the text, so a fraction is not added to it here.
+                eta = elapsed / epoch * max(0, total_epochs - epoch)
+                if prog is not None and prog.unit == "epoch":
+                    rates.append(elapsed / epoch)
             if running:
                 why = ("master log: STARTING, no FINISHED; queue process alive" if alive else
                        "master log: STARTING, no FINISHED; processes not checked")
