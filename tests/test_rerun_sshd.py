@@ -36,12 +36,6 @@ HELD = "held_last"
 SESSION = "q1"
 
 
-
-
-
-
-
-
 def test_resume_never_reruns_proven_cells_and_rerun_runs_only_the_named_one(
         sshd: Sshd, tmp_path: Path) -> None:
     with runbook_box(tmp_path / "box", sshd) as box:

@@ -64,8 +64,6 @@ def ours(sweep: Path, queue: Path) -> Instance:
     return inst
 
 
-
-
 def test_discovered_nohup_queue_resumes_and_reruns_with_no_hand_edit(
         sshd: Sshd, tmp_path: Path) -> None:
     with runbook_box(tmp_path / "box", sshd) as box:
