@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cockpit.models.custody import Manifest
     from cockpit.models.sweep import Instance
-    from cockpit.services.pull import PullProgress, PullResult, RemoteState
+    from cockpit.services.custody.pull import PullProgress, PullResult, RemoteState
     from cockpit.services.ssh import Target
     from tests.sshd import Sshd
 
@@ -131,7 +131,7 @@ class CockpitPull:
 
 async def cockpit_pull(inst: Instance, target: Target, dest: Path) -> CockpitPull:
     """Connect, manifest, pull into `dest`: what `cockpit verify` does before loading."""
-    from cockpit.services.pull import pull, remote_manifest
+    from cockpit.services.custody.pull import pull, remote_manifest
     from cockpit.services.remote import SshBox
     from cockpit.services.ssh import connect
 
@@ -177,7 +177,7 @@ def copy_commands(config: Path, remote: str) -> dict[str, list[str]]:
 async def pull_until_cut(target: Target, sshd: Sshd, manifest: Manifest,
                          dest: Path) -> tuple[PullResult, int]:
     """Pull until half the bytes are here, then kill sshd and every session it forked."""
-    from cockpit.services.pull import pull
+    from cockpit.services.custody.pull import pull
     from cockpit.services.remote import SshBox
     from cockpit.services.ssh import connect
 
@@ -204,7 +204,7 @@ async def pull_until_cut(target: Target, sshd: Sshd, manifest: Manifest,
 
 
 async def pull_again(target: Target, manifest: Manifest, dest: Path) -> tuple[float, float, PullResult]:
-    from cockpit.services.pull import pull
+    from cockpit.services.custody.pull import pull
     from cockpit.services.remote import SshBox
     from cockpit.services.ssh import connect
 
@@ -220,7 +220,7 @@ async def pull_again(target: Target, manifest: Manifest, dest: Path) -> tuple[fl
 
 
 def pull_bench(args: argparse.Namespace, root: Path) -> tuple[dict[str, Any], bool]:
-    from cockpit.services.pull import local_path, part_path, sha256_file
+    from cockpit.services.custody.pull import local_path, part_path, sha256_file
     from tests.sshd import Sshd
     from tests.test_pull_sshd import instance_for
 
@@ -410,7 +410,7 @@ def baseline_hash_load(paths: list[Path]) -> int:
 async def cockpit_verify(folder: Path, state: RemoteState,
                          cells: tuple[str, ...]) -> tuple[float, float, str]:
     """make_pool() + verify_pulled (cold), then verify_pulled again on the warm pool."""
-    from cockpit.services.verify import make_pool, verify_pulled
+    from cockpit.services.custody.verify import make_pool, verify_pulled
 
     t0 = time.perf_counter()
     with make_pool() as pool:
@@ -425,8 +425,8 @@ async def cockpit_verify(folder: Path, state: RemoteState,
 
 def pool_startup(trivial: Path) -> float:
     """make_pool() to the first result of a trivial call (hash + parse a tiny JSON file)."""
-    from cockpit.services.loadcheck import check_file
-    from cockpit.services.verify import make_pool
+    from cockpit.services.custody.loadcheck import check_file
+    from cockpit.services.custody.verify import make_pool
 
     t0 = time.perf_counter()
     with make_pool() as pool:
@@ -436,9 +436,9 @@ def pool_startup(trivial: Path) -> float:
 
 
 def verify_bench(args: argparse.Namespace, root: Path) -> tuple[dict[str, Any], bool]:
-    from cockpit.services.pull import remote_manifest
+    from cockpit.services.custody.pull import remote_manifest
+    from cockpit.services.custody.verify import make_pool
     from cockpit.services.remote import LocalBox
-    from cockpit.services.verify import make_pool
 
     ok = True
     folder = root / "ckpts"

@@ -96,7 +96,7 @@ def main() -> None:
         old.write_bytes(subprocess.run(
             ["git", "show", f"{args.baseline}:cockpit/services/loadcheck.py"], cwd=REPO,
             capture_output=True, check=True).stdout)
-        new = REPO / "cockpit" / "services" / "loadcheck.py"
+        new = REPO / "cockpit" / "services" / "custody" / "loadcheck.py"
         bomb = write_zip_bomb(root / "best.pth")
         metrics = write_sparse_metrics(root / "cell" / "best_metrics.json")
         dense = write_dense_metrics(root / "dense" / "best_metrics.json", metrics.stat().st_size)

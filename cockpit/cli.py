@@ -265,7 +265,7 @@ def _cmd_classify(args: argparse.Namespace) -> int:
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     from cockpit.services import ssh
-    from cockpit.services.verify import (
+    from cockpit.services.custody.verify import (
         VerifyReport,
         make_pool,
         open_box,
@@ -331,9 +331,9 @@ def _cmd_preflight(args: argparse.Namespace) -> int:
 
 def _cmd_queue_control(args: argparse.Namespace) -> int:
     from cockpit.services import ssh
+    from cockpit.services.custody.verify import open_box
     from cockpit.services.launch import LaunchRefused
     from cockpit.services.queue_control import control
-    from cockpit.services.verify import open_box
 
     found = _load_instance(args.sweep, args.instance)
     if isinstance(found, int):
@@ -421,7 +421,7 @@ def _cmd_discover(args: argparse.Namespace) -> int:
 
 
 def _cmd_teardown(args: argparse.Namespace) -> int:
-    from cockpit.services.plan import plan_text
+    from cockpit.services.custody.plan import plan_text
 
     found = _load_instance(args.sweep, args.instance)
     if isinstance(found, int):

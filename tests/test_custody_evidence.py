@@ -29,12 +29,12 @@ import torch
 from cockpit.models.custody import CellStatus, CellVerdict, Manifest, Verification
 from cockpit.models.gate import Gate, GateError, GateState, Need, need_of, render_step
 from cockpit.models.sweep import Instance
-from cockpit.services.audit import read_audit
-from cockpit.services.custody import Custody
+from cockpit.services.custody.audit import read_audit
+from cockpit.services.custody.flow import Custody
+from cockpit.services.custody.teardown import execute
+from cockpit.services.custody.verify import make_pool, marker_path, report_json, run_verification
 from cockpit.services.profiles import load_named
 from cockpit.services.remote import LocalBox
-from cockpit.services.teardown import execute
-from cockpit.services.verify import make_pool, marker_path, report_json, run_verification
 from tests.test_custody_flow import FINISHED_BOTH, box_tree, local_factory, mark, recording_cli
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "seed-scripts"
@@ -427,7 +427,7 @@ async def test_verify_json_carries_the_failed_cells_rule_class_and_excerpt(
 
 
 def test_the_dry_run_prints_what_every_action_needs(tmp_path: Path) -> None:
-    from cockpit.services.plan import plan_text
+    from cockpit.services.custody.plan import plan_text
     from cockpit.services.profiles import load_all
 
     for name, prof in load_all().profiles.items():
@@ -442,7 +442,7 @@ async def test_a_check_that_crashes_is_that_files_failure_and_verification_compl
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from cockpit.services import verify
+    from cockpit.services.custody import verify
 
     real = verify.check_file
 
@@ -463,7 +463,7 @@ async def test_a_check_that_crashes_is_that_files_failure_and_verification_compl
 
 
 def test_the_receipt_survives_a_lone_surrogate_and_leaves_no_temp_file(tmp_path: Path) -> None:
-    from cockpit.services.verify import read_marker, write_marker
+    from cockpit.services.custody.verify import read_marker, write_marker
 
     dest = tmp_path / "pulled" / "v1"
     verdict = CellVerdict("a", CellStatus.OK, metric="acc=\udcff\ud800", ended=True)

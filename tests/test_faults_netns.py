@@ -171,9 +171,9 @@ async def test_a_pull_cut_at_20_random_points_resumes_to_matching_hashes(
     import random
 
     from cockpit.services import ssh
-    from cockpit.services.pull import CHUNK, PART_SUFFIX, PullProgress
+    from cockpit.services.custody.pull import CHUNK, PART_SUFFIX, PullProgress
+    from cockpit.services.custody.verify import make_pool, marker_path, run_verification
     from cockpit.services.remote import SshBox
-    from cockpit.services.verify import make_pool, marker_path, run_verification
 
     root = tmp_path / "remote"
     durable = durable_tree(root)

@@ -114,7 +114,7 @@ async def test_local_command_past_its_timeout_is_killed_with_its_children(tmp_pa
 
 async def test_roster_from_an_endless_queue_file_is_an_error_naming_the_cap(tmp_path: Path) -> None:
     """verify's roster read (`cat QUEUE`) gets the cap through Box.run: a clear VerifyError."""
-    from cockpit.services.verify import VerifyError, read_roster
+    from cockpit.services.custody.verify import VerifyError, read_roster
 
     inst = Instance(name="here", profile="local", host="local", queue="/dev/zero")
     with pytest.raises(VerifyError, match=f"more than {STDOUT_CAP} bytes"):

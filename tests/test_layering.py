@@ -20,10 +20,11 @@ PACKAGE = REPO / "cockpit"
 HEADLESS_MODULES = (
     "cockpit.models.profile", "cockpit.models.sweep", "cockpit.models.snapshot", "cockpit.models.parse",
     "cockpit.services.fleet", "cockpit.services.ssh", "cockpit.services.profiles",
-    "cockpit.services.sweepfile", "cockpit.services.report", "cockpit.services.verify",
-    "cockpit.services.loadcheck", "cockpit.services.custody", "cockpit.services.teardown",
+    "cockpit.services.sweepfile", "cockpit.services.report", "cockpit.services.custody.verify",
+    "cockpit.services.custody.loadcheck", "cockpit.services.custody.flow",
+    "cockpit.services.custody.teardown",
 )
-WORKER = PACKAGE / "services" / "loadcheck.py"
+WORKER = PACKAGE / "services" / "custody" / "loadcheck.py"
 """The one module that loads checkpoints: it imports torch inside its functions only, and
 runs them in worker processes."""
 
@@ -155,7 +156,7 @@ def test_models_and_services_never_import_textual_or_torch() -> None:
 
 
 def test_the_tui_process_never_imports_torch() -> None:
-    loaded = loaded_top_levels("import cockpit.ui.app, cockpit.ui.custody, cockpit.services.verify")
+    loaded = loaded_top_levels("import cockpit.ui.app, cockpit.ui.custody, cockpit.services.custody.verify")
     assert "textual" in loaded and "torch" not in loaded
 
 

@@ -26,8 +26,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cockpit.services import loadcheck
-from cockpit.services.loadcheck import FileCheck, check_file
+from cockpit.services.custody import loadcheck
+from cockpit.services.custody.loadcheck import FileCheck, check_file
 
 REPO = Path(__file__).resolve().parents[1]
 BOMB_EXPANDED = 512 << 20
@@ -113,7 +113,7 @@ def peak_rss_growth(path: Path) -> tuple[dict[str, object], int]:
     FileCheck and how much its peak RSS grew during the check, in bytes."""
     script = (
         "import json, resource, sys, torch\n"
-        "from cockpit.services.loadcheck import check_file\n"
+        "from cockpit.services.custody.loadcheck import check_file\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "check = check_file(sys.argv[1])\n"
         "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
@@ -333,7 +333,7 @@ def test_an_unreadable_or_vanished_file_gives_a_reason(tmp_path: Path) -> None:
 
 
 def test_files_through_the_real_spawned_pool(tmp_path: Path, bomb: Path) -> None:
-    from cockpit.services.verify import make_pool
+    from cockpit.services.custody.verify import make_pool
 
     nan = tmp_path / "nan.pth"
     torch.save({"fc.weight": torch.full((4,), float("nan"))}, nan)

@@ -78,5 +78,6 @@ def test_wheel_ships_profiles_and_themes(tmp_path: Path) -> None:
     assert "cockpit/_profiles/autodl.yaml" in names
     assert "cockpit/_themes/cockpit.tcss" in names
     assert "cockpit/services/probe.sh" in names
+    assert "cockpit/services/custody/manifest.sh" in names  # the verify path runs it on the box
     assert "cockpit/demo/assets/nvidia-smi" in names
     assert "cockpit/data/rules.yaml" in names

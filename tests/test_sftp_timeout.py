@@ -17,7 +17,7 @@ import asyncssh
 import pytest
 
 from cockpit.models.custody import CellListing, FileEntry, Manifest
-from cockpit.services.pull import pull
+from cockpit.services.custody.pull import pull
 from cockpit.services.remote import SFTP_REQUEST_TIMEOUT, SshBox, read_deadline
 
 PROMPT = 0.5

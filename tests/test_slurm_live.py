@@ -15,10 +15,10 @@ import pytest
 from cockpit.models.custody import CellStatus
 from cockpit.models.queue import CellState
 from cockpit.models.sweep import Instance, Launch
+from cockpit.services.custody.verify import make_pool, run_verification
 from cockpit.services.launch import LaunchRefused
 from cockpit.services.remote import LocalBox
 from cockpit.services.slurm import cancel, recorded_jobs, states, submit
-from cockpit.services.verify import make_pool, run_verification
 from tests.slurmd import Slurm
 from tests.test_launch_sshd import TRAIN
 

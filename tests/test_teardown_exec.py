@@ -11,8 +11,8 @@ from cockpit.models.custody import CellListing, CellStatus, CellVerdict, FileEnt
 from cockpit.models.gate import Gate, GateError, GateState, render_step
 from cockpit.models.profile import TeardownAction
 from cockpit.models.sweep import Instance
-from cockpit.services.audit import read_audit
-from cockpit.services.teardown import confirm_by_hand, execute
+from cockpit.services.custody.audit import read_audit
+from cockpit.services.custody.teardown import confirm_by_hand, execute
 
 MANIFEST = Manifest("v1", "/durable", (CellListing("a", True, (FileEntry("a", "best.pth", 10, "d" * 64),)),))
 DIGEST = MANIFEST.digest

@@ -10,7 +10,7 @@ from textual.widgets import DataTable, Static
 
 from cockpit.models.gate import GateState
 from cockpit.services.acks import AckStore
-from cockpit.services.audit import read_audit
+from cockpit.services.custody.audit import read_audit
 from cockpit.services.sweepfile import load_sweep
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.custody import ConfirmByTyping, TeardownScreen, VerifyScreen

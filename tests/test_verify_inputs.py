@@ -17,9 +17,15 @@ import torch
 from cockpit.models.custody import CellStatus, FailureCause, Verification
 from cockpit.models.gate import Gate, GateState
 from cockpit.models.sweep import Instance
-from cockpit.services.loadcheck import check_file, check_safetensors
+from cockpit.services.custody.loadcheck import check_file, check_safetensors
+from cockpit.services.custody.verify import (
+    make_pool,
+    marker_path,
+    read_marker,
+    run_verification,
+    verify_pulled,
+)
 from cockpit.services.remote import LocalBox
-from cockpit.services.verify import make_pool, marker_path, read_marker, run_verification, verify_pulled
 
 CELLS = ("good", "truncated", "zero", "tampered", "pickle", "safet", "badjson", "failed")
 

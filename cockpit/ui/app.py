@@ -33,14 +33,14 @@ from cockpit.models.snapshot import Reachability
 from cockpit.models.text import visible
 from cockpit.services import ssh
 from cockpit.services.acks import AckStore
-from cockpit.services.custody import Custody
+from cockpit.services.custody.flow import Custody
+from cockpit.services.custody.verify import make_pool, open_box, pull_folder
 from cockpit.services.fleet import Fleet
 from cockpit.services.notify import deliver
 from cockpit.services.remote import Box, SshBox
 from cockpit.services.resources import shipped_dir
 from cockpit.services.rulebook import load_rulebook
 from cockpit.services.sweepfile import LoadedSweep
-from cockpit.services.verify import make_pool, open_box, pull_folder
 from cockpit.services.yamlfile import ConfigError
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.commands import CockpitCommands

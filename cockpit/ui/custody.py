@@ -21,8 +21,8 @@ from cockpit.models.custody import EXCLUDABLE, CellStatus
 from cockpit.models.durations import format_bytes, format_duration
 from cockpit.models.gate import GateError, GateState
 from cockpit.models.text import remote_text, visible
-from cockpit.services.custody import Custody
-from cockpit.services.plan import ActionView, action_details, plan_actions
+from cockpit.services.custody.flow import Custody
+from cockpit.services.custody.plan import ActionView, action_details, plan_actions
 from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import upsert_row
 from cockpit.ui.safe import PlainStatic, PlainTable

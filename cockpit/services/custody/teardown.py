@@ -23,7 +23,7 @@ from pathlib import Path
 
 from cockpit.models.custody import Manifest
 from cockpit.models.gate import ApprovedPlan, Basis, Gate, GateError, child_env
-from cockpit.services.audit import append_audit
+from cockpit.services.custody.audit import append_audit
 
 OUTPUT_TAIL = 4000
 """Characters of the command's output kept in the audit line (the end says how it ended)."""

@@ -16,7 +16,7 @@ from cockpit.models.gate import NotRunnable, TeardownStep, need_of, render_step
 from cockpit.models.profile import Profile, TeardownAction
 from cockpit.models.sweep import Instance
 from cockpit.models.text import visible
-from cockpit.services.verify import read_marker
+from cockpit.services.custody.verify import read_marker
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,12 @@ from cockpit.models.custody import EXCLUDABLE, FailureCause, Manifest
 from cockpit.models.gate import ApprovedPlan, Gate, GateError, GateState, TeardownStep
 from cockpit.models.profile import Profile
 from cockpit.models.sweep import Instance
-from cockpit.services.audit import append_audit
-from cockpit.services.pull import PullProgress
+from cockpit.services.custody.audit import append_audit
+from cockpit.services.custody.pull import PullProgress
+from cockpit.services.custody.teardown import ExecResult, confirm_by_hand, execute, record
+from cockpit.services.custody.verify import VerifyReport, remote_state, run_verification, write_marker
 from cockpit.services.remote import TRANSFER_ERRORS, Box
 from cockpit.services.ssh import HostKeyProblem
-from cockpit.services.teardown import ExecResult, confirm_by_hand, execute, record
-from cockpit.services.verify import VerifyReport, remote_state, run_verification, write_marker
 
 REACH_ERRORS = (*TRANSFER_ERRORS, HostKeyProblem)
 """What opening or losing the box's connection raises (anything else is a failed verification)."""

@@ -40,8 +40,8 @@ from cockpit.models.slurm import PENDING as SLURM_PENDING
 from cockpit.models.slurm import RUNNING as SLURM_RUNNING
 from cockpit.models.sweep import Instance
 from cockpit.models.text import visible
-from cockpit.services.loadcheck import FileCheck, check_file, warm_worker
-from cockpit.services.pull import (
+from cockpit.services.custody.loadcheck import FileCheck, check_file, warm_worker
+from cockpit.services.custody.pull import (
     PART_SUFFIX,
     PullProgress,
     PullResult,
@@ -482,8 +482,8 @@ async def run_verification(
     # Start the workers now: they import torch while the manifest and the pull run.
     with contextlib.suppress(RuntimeError):  # a pool already shut down fails later, visibly
         pool.submit(int)
+    from cockpit.services.custody.pull import ManifestError
     from cockpit.services.launch import LaunchRefused
-    from cockpit.services.pull import ManifestError
     from cockpit.services.remote import OutputTooLarge
 
     try:
