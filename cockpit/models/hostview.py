@@ -20,7 +20,7 @@ from cockpit.models.durations import format_duration
 from cockpit.models.failures import FailureLog
 from cockpit.models.health import IDLE_PCT, Judgement, judge
 from cockpit.models.profile import DangerClock, Profile
-from cockpit.models.progress import advance, last_redrawn, parse_progress
+from cockpit.models.progress import last_redrawn, read_run_lines
 from cockpit.models.queue import (
     CellState,
     LineSplitter,
@@ -239,11 +239,12 @@ class HostTracker:
             text = decoder.decode(chunk.data)
             lines = self._splitters.setdefault(chunk.path, LineSplitter()).feed(text, chunk.reset)
             if chunk.reset and chunk.path != self.instance.queue_log:
-                self.progress.pop(_cell_name(chunk.path), None)  # truncated or re-run
+                self.progress.pop(cell_name(chunk.path), None)  # truncated or re-run
             if chunk.path == self.instance.queue_log:
                 self._master_lines(lines, snap)
             else:
-                self._run_lines(_cell_name(chunk.path), lines, last_redrawn(text))
+                run = self.progress.setdefault(cell_name(chunk.path), RunProgress())
+                read_run_lines(run, lines, last_redrawn(text))
         self._forget_gone(snap)
 
     def _forget_gone(self, snap: HostSnapshot) -> None:
@@ -260,7 +261,7 @@ class HostTracker:
         for table in (self._splitters, self._decoders, self._classifiers):
             for path in [p for p in table if p not in present]:
                 del table[path]
-        cells = {_cell_name(p) for p in present} | {ln.name for ln in self.queue_lines}
+        cells = {cell_name(p) for p in present} | {ln.name for ln in self.queue_lines}
         cells.update(self.queue_log.started)
         for cell in [c for c in self.progress if c not in cells]:
             del self.progress[cell]
@@ -295,7 +296,7 @@ class HostTracker:
         classifier = self._classifiers.get(path)
         if classifier is None:
             classifier = self._classifiers[path] = LogClassifier(self.rulebook)
-        cell = _cell_name(path)
+        cell = cell_name(path)
         # flush(): a traceback whose exception line arrived is reported now, not when the
         # next line comes (a crashed process writes no next line).
         for finding in [*classifier.feed(data, reset), *classifier.flush()]:
@@ -304,19 +305,6 @@ class HostTracker:
     def _master_lines(self, lines: list[str], snap: HostSnapshot) -> None:
         for name, fin in self.queue_log.feed(lines, snap.utc_offset):
             self.failures.cell_finished(name, fin.exit_code, fin.at, self.rulebook)
-
-    def _run_lines(self, cell: str, lines: list[str], redrawn: str | None = None) -> None:
-        """Progress and completion from a cell's complete lines, then from `redrawn`: the
-        newest whole bar state of a line still being redrawn with `\\r` (a tqdm or Lightning
-        bar prints no newline until its loop ends)."""
-        prog = self.progress.setdefault(cell, RunProgress())
-        for line in lines:
-            if (progress := parse_progress(line)) is not None:
-                advance(prog, progress)
-            if "Training completed" in line:
-                prog.completed = True
-        if redrawn is not None and (progress := parse_progress(redrawn)) is not None:
-            advance(prog, progress)
 
     # -- views --------------------------------------------------------------------------
     @property
@@ -396,6 +384,7 @@ def _used(value: int | NA) -> float | NA:
     return value if isinstance(value, NA) else float(value)
 
 
-def _cell_name(path: str) -> str:
+def cell_name(path: str) -> str:
+    """The cell a run log belongs to: its file name without `.log`."""
     name = PurePosixPath(path).name
     return name[: -len(".log")] if name.endswith(".log") else name

@@ -259,6 +259,23 @@ def last_redrawn(text: str) -> str | None:
     return None
 
 
+COMPLETED = "Training completed"
+"""The line a trainer (the runbook's, the demo's) prints when its run ended normally."""
+
+
+def read_run_lines(run: RunProgress, lines: list[str], redrawn: str | None = None) -> None:
+    """Fold a cell's complete log lines into `run`, then `redrawn`: the newest whole bar state
+    of a line still being redrawn with `\r` (a tqdm or Lightning bar prints no newline until
+    its loop ends). The one reader of a cell's own log, for the TUI's tracker and `status`."""
+    for line in lines:
+        if (progress := parse_progress(line)) is not None:
+            advance(run, progress)
+        if COMPLETED in line:
+            run.completed = True
+    if redrawn is not None and (progress := parse_progress(redrawn)) is not None:
+        advance(run, progress)
+
+
 def advance(run: RunProgress, progress: Progress) -> None:
     """Fold one line's progress into a cell's `RunProgress`.
 

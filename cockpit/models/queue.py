@@ -40,7 +40,6 @@ DONE_RE = re.compile(_TS + r" === QUEUE DONE on (?P<host>\S+) -- (?P<rest>.*?) =
 SYNCED_RE = re.compile(r"\bsynced (?P<name>\S+) to durable storage\b")
 """The runbook's (and our) run_one.sh after a verified copy to the durable root: evidence shown
 beside a cell's state, never a verdict alone (the exit code is the verdict)."""
-EPOCH_RE = re.compile(r"\bEpoch\s*\[?\s*(?P<k>\d+)\s*/\s*(?P<n>\d+)\b")
 
 
 @dataclass(frozen=True)

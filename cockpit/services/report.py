@@ -11,13 +11,13 @@ import datetime as dt
 from enum import Enum
 from typing import Any
 
+from cockpit.models.hostview import cell_name
+from cockpit.models.progress import read_run_lines
 from cockpit.models.queue import (
-    EPOCH_RE,
     LineSplitter,
     QueueLog,
     QueueView,
     RunProgress,
-    bounded_int,
     build_view,
     parse_queue_file,
 )
@@ -90,15 +90,7 @@ def queue_view_of(instance: Instance, snap: HostSnapshot) -> QueueView:
         if chunk.path == instance.queue_log:
             log.feed(lines, snap.utc_offset)
             continue
-        name = chunk.path.rsplit("/", 1)[-1].removesuffix(".log")
-        prog = progress.setdefault(name, RunProgress())
-        for line in lines:
-            for match in EPOCH_RE.finditer(line):
-                k, n = bounded_int(match["k"]), bounded_int(match["n"])
-                if k is not None and n is not None:
-                    prog.epoch, prog.epochs = k, n
-            if "Training completed" in line:
-                prog.completed = True
+        read_run_lines(progress.setdefault(cell_name(chunk.path), RunProgress()), lines)
     pids = snap.queue.process_pids
     alive = None if isinstance(pids, NA) else bool(pids)
     now = snap.observed_at if isinstance(snap.remote_time, NA) else snap.remote_time
