@@ -42,8 +42,8 @@ from typing import Any
 from cockpit.models.classify import Finding, LogClassifier
 from cockpit.models.parse import parse_record
 from cockpit.models.rules import TRACEBACK, Rulebook
-from cockpit.services.classify import classify_paths
-from cockpit.services.rulebook import load_rulebook
+from cockpit.services.alerts.classify import classify_paths
+from cockpit.services.config.rulebook import load_rulebook
 from tests.test_probe_script import Probe
 
 MIB = 1 << 20

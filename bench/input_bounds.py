@@ -74,12 +74,12 @@ def main() -> None:
     size = int(args.gib * (1 << 30))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        old_remote = baseline(args.base, "cockpit/services/remote.py", folder, "old_remote")
+        old_remote = baseline(args.base, "cockpit/services/transport/remote.py", folder, "old_remote")
         old_slurm = baseline(args.base, "cockpit/models/slurm.py", folder, "old_slurm")
         rows = [
             (f"cat of {args.gib:g} GiB (roster read), LocalBox.run",
              child(ROSTER.format(module=old_remote, size=size), folder),
-             child(ROSTER.format(module="cockpit.services.remote", size=size), folder)),
+             child(ROSTER.format(module="cockpit.services.transport.remote", size=size), folder)),
             ("squeue line 5_[0-3000000], parse_squeue",
              child(SQUEUE.format(module=old_slurm), folder),
              child(SQUEUE.format(module="cockpit.models.slurm"), folder)),

@@ -74,8 +74,8 @@ def _append(path: str, data: bytes) -> None:
 
 
 async def _watch(sweep: Path, box: Path, max_ticks: int) -> dict[str, Any]:
-    from cockpit.services.fleet import HostWatcher, ProbeLost
-    from cockpit.services.sweepfile import load_sweep
+    from cockpit.services.config.sweepfile import load_sweep
+    from cockpit.services.transport.fleet import HostWatcher, ProbeLost
 
     loaded = load_sweep(sweep)
     watchers = [HostWatcher(i, loaded.profiles[i.profile], loaded.sweep.ssh, loaded.directory)
@@ -154,9 +154,9 @@ def _state_growth() -> dict[str, float]:
         QueueFacts,
     )
     from cockpit.models.sweep import Instance
-    from cockpit.services.probe import ProbePlan
-    from cockpit.services.profiles import load_named
-    from cockpit.services.rulebook import load_rulebook
+    from cockpit.services.config.profiles import load_named
+    from cockpit.services.config.rulebook import load_rulebook
+    from cockpit.services.transport.probe import ProbePlan
 
     inst = Instance(name="a", profile="generic-ssh", host="h", queue_log="/q/m.log", run_logs="/q/l")
     profile = load_named("generic-ssh")

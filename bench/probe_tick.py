@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cockpit.services.fleet import HostWatcher
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.transport.fleet import HostWatcher
 from tests.sshd import Sshd
 
 BASELINE_METRICS = (

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from cockpit.models.custody import Manifest
     from cockpit.models.sweep import Instance
     from cockpit.services.custody.pull import PullProgress, PullResult, RemoteState
-    from cockpit.services.ssh import Target
+    from cockpit.services.transport.ssh import Target
     from tests.sshd import Sshd
 
 # Only the standard library at the top: make_pool() spawns its workers, and a spawned worker
@@ -132,8 +132,8 @@ class CockpitPull:
 async def cockpit_pull(inst: Instance, target: Target, dest: Path) -> CockpitPull:
     """Connect, manifest, pull into `dest`: what `cockpit verify` does before loading."""
     from cockpit.services.custody.pull import pull, remote_manifest
-    from cockpit.services.remote import SshBox
-    from cockpit.services.ssh import connect
+    from cockpit.services.transport.remote import SshBox
+    from cockpit.services.transport.ssh import connect
 
     t0 = time.perf_counter()
     box = SshBox(await connect(target), owns=True)
@@ -178,8 +178,8 @@ async def pull_until_cut(target: Target, sshd: Sshd, manifest: Manifest,
                          dest: Path) -> tuple[PullResult, int]:
     """Pull until half the bytes are here, then kill sshd and every session it forked."""
     from cockpit.services.custody.pull import pull
-    from cockpit.services.remote import SshBox
-    from cockpit.services.ssh import connect
+    from cockpit.services.transport.remote import SshBox
+    from cockpit.services.transport.ssh import connect
 
     box = SshBox(await connect(target), owns=True)
     half = manifest.total_bytes // 2
@@ -205,8 +205,8 @@ async def pull_until_cut(target: Target, sshd: Sshd, manifest: Manifest,
 
 async def pull_again(target: Target, manifest: Manifest, dest: Path) -> tuple[float, float, PullResult]:
     from cockpit.services.custody.pull import pull
-    from cockpit.services.remote import SshBox
-    from cockpit.services.ssh import connect
+    from cockpit.services.transport.remote import SshBox
+    from cockpit.services.transport.ssh import connect
 
     t0 = time.perf_counter()
     box = SshBox(await connect(target), owns=True)
@@ -438,7 +438,7 @@ def pool_startup(trivial: Path) -> float:
 def verify_bench(args: argparse.Namespace, root: Path) -> tuple[dict[str, Any], bool]:
     from cockpit.services.custody.pull import remote_manifest
     from cockpit.services.custody.verify import make_pool
-    from cockpit.services.remote import LocalBox
+    from cockpit.services.transport.remote import LocalBox
 
     ok = True
     folder = root / "ckpts"

@@ -118,8 +118,8 @@ def rss_mb() -> tuple[float, float]:
 async def measure_app(sweep: Path, seconds: float, keys: int) -> dict[str, Any]:
     from textual.widgets import DataTable
 
-    from cockpit.services.acks import AckStore
-    from cockpit.services.sweepfile import load_sweep
+    from cockpit.services.config.acks import AckStore
+    from cockpit.services.config.sweepfile import load_sweep
     from cockpit.ui.app import CockpitApp
 
     durations: list[float] = []
@@ -155,8 +155,8 @@ async def measure_app(sweep: Path, seconds: float, keys: int) -> dict[str, Any]:
 
 
 async def measure_fleet(sweep: Path, seconds: float) -> dict[str, Any]:
-    from cockpit.services.fleet import Fleet
-    from cockpit.services.sweepfile import load_sweep
+    from cockpit.services.config.sweepfile import load_sweep
+    from cockpit.services.transport.fleet import Fleet
 
     loaded = load_sweep(sweep)
     fleet = Fleet(loaded.sweep, loaded.profiles, loaded.directory)

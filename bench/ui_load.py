@@ -113,7 +113,7 @@ def instrumented_app(sweep: Path) -> Any:
     its first frame, the moment every host first had a snapshot and the repaint after it."""
     from cockpit.models.events import FleetEvent, HostStateChanged, SnapshotTaken
     from cockpit.models.snapshot import Reachability
-    from cockpit.services.sweepfile import load_sweep
+    from cockpit.services.config.sweepfile import load_sweep
     from cockpit.ui.app import CockpitApp
 
     class InstrumentedApp(CockpitApp):
@@ -199,8 +199,8 @@ async def child_fleet(sweep: Path, seconds: float) -> dict[str, Any]:
     """Baseline: the fleet service alone, no UI, same sweep and window."""
     from cockpit.models.events import HostStateChanged, SnapshotTaken
     from cockpit.models.snapshot import Reachability
-    from cockpit.services.fleet import Fleet
-    from cockpit.services.sweepfile import load_sweep
+    from cockpit.services.config.sweepfile import load_sweep
+    from cockpit.services.transport.fleet import Fleet
 
     loaded = load_sweep(sweep)
     fleet = Fleet(loaded.sweep, loaded.profiles, loaded.directory)

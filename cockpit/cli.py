@@ -10,13 +10,13 @@ import argparse
 import asyncio
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cockpit.models.sweep import Instance
-    from cockpit.services.sweepfile import LoadedSweep
+    from cockpit.services.config.sweepfile import LoadedSweep
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_INVALID = 0, 1, 2
 
@@ -42,12 +42,16 @@ def _say_json(document: object) -> None:
     sys.stdout.write(json_text(document) + "\n")
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:
+    """The argument parser, and the handlers of the commands that live in `cockpit.commands`."""
+    from cockpit import commands
+
     parser = argparse.ArgumentParser(
         prog="cockpit",
         description="Watch, verify and safely tear down training sweeps on rented GPUs.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    handlers = commands.register(sub)
 
     demo = sub.add_parser("demo", help="start the embedded demo fleet (and the TUI against it)")
     demo.add_argument("--serve", metavar="DIR", type=Path,
@@ -153,7 +157,7 @@ def _build_parser() -> argparse.ArgumentParser:
     check.add_argument("--max-age-months", type=int, default=6)
     check.add_argument("--today", default=None, help="YYYY-MM (default: this month)")
     check.add_argument("--dir", type=Path, default=None, help="profiles folder (default: shipped)")
-    return parser
+    return parser, handlers
 
 
 def _print_config_error(exc: Exception) -> int:
@@ -163,8 +167,8 @@ def _print_config_error(exc: Exception) -> int:
 
 def _load_instance(sweep: Path, name: str) -> tuple[LoadedSweep, Instance] | int:
     """The sweep and one of its instances, or the exit code after printing why not."""
-    from cockpit.services.sweepfile import load_sweep
-    from cockpit.services.yamlfile import ConfigError
+    from cockpit.services.config.sweepfile import load_sweep
+    from cockpit.services.config.yamlfile import ConfigError
 
     try:
         loaded = load_sweep(sweep)
@@ -178,8 +182,8 @@ def _load_instance(sweep: Path, name: str) -> tuple[LoadedSweep, Instance] | int
 
 def _load_instances(sweep: Path, names: list[str]) -> tuple[LoadedSweep, list[Instance]] | int:
     """The sweep and the named instances (all when none is named), or the exit code."""
-    from cockpit.services.sweepfile import load_sweep
-    from cockpit.services.yamlfile import ConfigError
+    from cockpit.services.config.sweepfile import load_sweep
+    from cockpit.services.config.yamlfile import ConfigError
 
     try:
         loaded = load_sweep(sweep)
@@ -192,8 +196,8 @@ def _load_instances(sweep: Path, names: list[str]) -> tuple[LoadedSweep, list[In
 
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
-    from cockpit.services import profiles as svc
-    from cockpit.services.yamlfile import ConfigError
+    from cockpit.services.config import profiles as svc
+    from cockpit.services.config.yamlfile import ConfigError
 
     if args.action == "list":
         loaded = svc.load_all()
@@ -242,9 +246,9 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
 
 
 def _cmd_classify(args: argparse.Namespace) -> int:
-    from cockpit.services.classify import classify_paths, report_json, report_text
-    from cockpit.services.rulebook import load_rulebook
-    from cockpit.services.yamlfile import ConfigError
+    from cockpit.services.alerts.classify import classify_paths, report_json, report_text
+    from cockpit.services.config.rulebook import load_rulebook
+    from cockpit.services.config.yamlfile import ConfigError
 
     try:
         rulebook = load_rulebook(args.rules)
@@ -264,7 +268,6 @@ def _cmd_classify(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from cockpit.services import ssh
     from cockpit.services.custody.verify import (
         VerifyReport,
         make_pool,
@@ -274,6 +277,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         report_text,
         run_verification,
     )
+    from cockpit.services.transport import ssh
 
     found = _load_instances(args.sweep, args.instance)
     if isinstance(found, int):
@@ -314,7 +318,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_preflight(args: argparse.Namespace) -> int:
-    from cockpit.services import preflight as svc
+    from cockpit.services.queue import preflight as svc
 
     found = _load_instances(args.sweep, args.instance)
     if isinstance(found, int):
@@ -330,10 +334,10 @@ def _cmd_preflight(args: argparse.Namespace) -> int:
 
 
 def _cmd_queue_control(args: argparse.Namespace) -> int:
-    from cockpit.services import ssh
     from cockpit.services.custody.verify import open_box
-    from cockpit.services.launch import LaunchRefused
-    from cockpit.services.queue_control import control
+    from cockpit.services.queue.control import control
+    from cockpit.services.queue.launch import LaunchRefused
+    from cockpit.services.transport import ssh
 
     found = _load_instance(args.sweep, args.instance)
     if isinstance(found, int):
@@ -376,10 +380,10 @@ def _cmd_queue_control(args: argparse.Namespace) -> int:
 
 def _cmd_discover(args: argparse.Namespace) -> int:
     from cockpit.models.sweep import Instance, SshSettings
-    from cockpit.services import ssh
-    from cockpit.services.discover import FoundQueue, discover_host, sweep_document
-    from cockpit.services.profiles import load_named
-    from cockpit.services.yamlfile import ConfigError
+    from cockpit.services.config.profiles import load_named
+    from cockpit.services.config.yamlfile import ConfigError
+    from cockpit.services.queue.discover import FoundQueue, discover_host, sweep_document
+    from cockpit.services.transport import ssh
 
     try:
         load_named(args.profile)
@@ -433,10 +437,10 @@ def _cmd_teardown(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from cockpit.services.fleet import status_once
-    from cockpit.services.report import status_document, status_table
-    from cockpit.services.sweepfile import load_sweep
-    from cockpit.services.yamlfile import ConfigError
+    from cockpit.services.alerts.report import status_document, status_table
+    from cockpit.services.config.sweepfile import load_sweep
+    from cockpit.services.config.yamlfile import ConfigError
+    from cockpit.services.transport.fleet import status_once
 
     try:
         loaded = load_sweep(args.sweep)
@@ -464,7 +468,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
 
 
 def _cmd_trust(args: argparse.Namespace) -> int:
-    from cockpit.services import ssh
+    from cockpit.services.transport import ssh
 
     found = _load_instance(args.sweep, args.instance)
     if isinstance(found, int):
@@ -504,9 +508,9 @@ def _cmd_screenshots(args: argparse.Namespace) -> int:
 
 
 def _cmd_attach(args: argparse.Namespace) -> int:
-    from cockpit.services.rulebook import load_rulebook
-    from cockpit.services.sweepfile import load_sweep
-    from cockpit.services.yamlfile import ConfigError
+    from cockpit.services.config.rulebook import load_rulebook
+    from cockpit.services.config.sweepfile import load_sweep
+    from cockpit.services.config.yamlfile import ConfigError
 
     try:
         loaded = load_sweep(args.sweep)
@@ -520,9 +524,10 @@ def _cmd_attach(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `cockpit` console script."""
-    parser = _build_parser()
+    parser, registered = _build_parser()
     args = parser.parse_args(argv)
-    handlers = {
+    handlers: dict[str, Callable[[argparse.Namespace], int]] = {
+        **registered,
         "profiles": _cmd_profiles,
         "classify": _cmd_classify,
         "verify": _cmd_verify,

@@ -14,7 +14,7 @@ from pathlib import Path
 from cockpit.models.events import FleetEvent, HostStateChanged, SnapshotTaken
 from cockpit.models.parse import parse_record
 from cockpit.models.snapshot import HostKeyInfo, HostState, Reachability
-from cockpit.services.sweepfile import LoadedSweep, load_sweep
+from cockpit.services.config.sweepfile import LoadedSweep, load_sweep
 
 NOW = 1_795_000_000.0  # 2026-11-18 11:06:40 UTC: every clock in these tests
 A100 = "NVIDIA A100-SXM4-80GB"

@@ -1,4 +1,4 @@
-"""cockpit.services.acks: acknowledged danger-clock banners, stored atomically as JSON."""
+"""cockpit.services.config.acks: acknowledged danger-clock banners, stored atomically as JSON."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from cockpit.models.profile import Profile
-from cockpit.services import acks
-from cockpit.services.acks import AckStore
-from cockpit.services.profiles import load_named
+from cockpit.services.config import acks
+from cockpit.services.config.acks import AckStore
+from cockpit.services.config.profiles import load_named
 
 MOMENT = dt.datetime(2026, 11, 21, 10, 0, 0, tzinfo=dt.UTC)
 

@@ -16,8 +16,8 @@ from cockpit.models.alerts import STALE_ALERT_S, AlertLatch, material
 from cockpit.models.hostview import HostTracker
 from cockpit.models.profile import Profile
 from cockpit.models.snapshot import HostState, Memory, Reachability
-from cockpit.services.notify import webhook
-from cockpit.services.profiles import load_named
+from cockpit.services.alerts.notify import webhook
+from cockpit.services.config.profiles import load_named
 from tests.test_hostview import RULEBOOK, instance, mount, snapshot, ts
 from tests.test_ui_app import make_app, settle
 

@@ -12,7 +12,7 @@ from cockpit.models.billing import SweepBill, billing_row
 from cockpit.models.hostview import HostTracker
 from cockpit.models.profile import Profile
 from cockpit.models.snapshot import HostState, Reachability
-from cockpit.services.profiles import load_named
+from cockpit.services.config.profiles import load_named
 from cockpit.ui.billing import BillingScreen
 from tests.test_hostview import RULEBOOK, gpu, instance, snapshot
 from tests.test_probe_script import Box

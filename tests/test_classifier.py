@@ -9,7 +9,7 @@ import tracemalloc
 import pytest
 
 from cockpit.models.classify import MAX_CARRY, Finding, LogClassifier, classify_bytes
-from cockpit.services.rulebook import load_rulebook
+from cockpit.services.config.rulebook import load_rulebook
 
 RULEBOOK = load_rulebook(user=False)
 

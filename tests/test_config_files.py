@@ -18,10 +18,10 @@ import pytest
 
 from cockpit.cli import main
 from cockpit.models.profile import TEMPLATE_FIELDS, Profile
-from cockpit.services.probe import watched_mounts
-from cockpit.services.profiles import load_all, load_profile, profile_paths, profiles_dir
-from cockpit.services.sweepfile import load_sweep
-from cockpit.services.yamlfile import ConfigError, Problem
+from cockpit.services.config.profiles import load_all, load_profile, profile_paths, profiles_dir
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.config.yamlfile import ConfigError, Problem
+from cockpit.services.transport.probe import watched_mounts
 
 REPO = Path(__file__).resolve().parents[1]
 

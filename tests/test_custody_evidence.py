@@ -29,12 +29,12 @@ import torch
 from cockpit.models.custody import CellStatus, CellVerdict, Manifest, Verification
 from cockpit.models.gate import Gate, GateError, GateState, Need, need_of, render_step
 from cockpit.models.sweep import Instance
+from cockpit.services.config.profiles import load_named
 from cockpit.services.custody.audit import read_audit
 from cockpit.services.custody.flow import Custody
 from cockpit.services.custody.teardown import execute
 from cockpit.services.custody.verify import make_pool, marker_path, report_json, run_verification
-from cockpit.services.profiles import load_named
-from cockpit.services.remote import LocalBox
+from cockpit.services.transport.remote import LocalBox
 from tests.test_custody_flow import FINISHED_BOTH, box_tree, local_factory, mark, recording_cli
 
 SEEDS = Path(__file__).resolve().parents[2] / "shared" / "reference" / "seed-scripts"
@@ -142,7 +142,7 @@ def test_a_reversible_stop_that_destroys_data_needs_n_of_n(profile: str, action:
 
 def test_every_shipped_action_is_classified_as_the_readme_says() -> None:
     """The README's table (action → destroys → needs) is the shipped profiles' truth."""
-    from cockpit.services.profiles import load_all
+    from cockpit.services.config.profiles import load_all
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     label = {Need.VERIFIED: "N/N", Need.IDLE: "N/N, or no cell running", Need.NAME: "typed name only"}
@@ -427,8 +427,8 @@ async def test_verify_json_carries_the_failed_cells_rule_class_and_excerpt(
 
 
 def test_the_dry_run_prints_what_every_action_needs(tmp_path: Path) -> None:
+    from cockpit.services.config.profiles import load_all
     from cockpit.services.custody.plan import plan_text
-    from cockpit.services.profiles import load_all
 
     for name, prof in load_all().profiles.items():
         inst = Instance(name="x1", profile=name, host="h", instance_id="42")

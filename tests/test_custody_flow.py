@@ -13,11 +13,11 @@ import torch
 from cockpit.models.gate import GateError, GateState, render_step
 from cockpit.models.profile import TeardownAction
 from cockpit.models.sweep import Instance
+from cockpit.services.config.profiles import load_named
 from cockpit.services.custody.audit import read_audit
 from cockpit.services.custody.flow import Custody
 from cockpit.services.custody.verify import make_pool
-from cockpit.services.profiles import load_named
-from cockpit.services.remote import Box, LocalBox
+from cockpit.services.transport.remote import Box, LocalBox
 
 DESTROY = TeardownAction(id="destroy", label="Destroy", stops_meter="yes", reversible=False,
                          command="vastai destroy instance {instance_id}")

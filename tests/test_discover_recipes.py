@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.models.sweep import Instance
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.config.sweepfile import load_sweep
 from tests.runbook import (
     Cell,
     RunbookBox,

@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from cockpit.models.hostview import HostTracker
-from cockpit.services.fleet import status_once
-from cockpit.services.rulebook import load_rulebook
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.config.rulebook import load_rulebook
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.transport.fleet import status_once
 from tests.sshd import Sshd, require
 
 pytestmark = pytest.mark.sshd

@@ -6,7 +6,7 @@ import pytest
 
 from cockpit.models.classify import Finding, LogClassifier
 from cockpit.models.failures import UNCLASSIFIED, FailureLog
-from cockpit.services.rulebook import load_rulebook
+from cockpit.services.config.rulebook import load_rulebook
 
 RULEBOOK = load_rulebook(user=False)
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from cockpit.models.hostview import HostTracker
-from cockpit.services.fleet import HostWatcher
-from cockpit.services.rulebook import load_rulebook
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.config.rulebook import load_rulebook
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.transport.fleet import HostWatcher
 from tests.sshd import Sshd, require
 
 pytestmark = pytest.mark.sshd

@@ -16,9 +16,9 @@ import pytest
 from cockpit.models.events import HostStateChanged, SnapshotTaken
 from cockpit.models.hostview import HostTracker
 from cockpit.models.snapshot import Reachability
-from cockpit.services.fleet import Fleet
-from cockpit.services.rulebook import load_rulebook
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.config.rulebook import load_rulebook
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.transport.fleet import Fleet
 from tests.netns import NetBox
 from tests.waiting import until
 
@@ -170,10 +170,10 @@ async def test_a_pull_cut_at_20_random_points_resumes_to_matching_hashes(
     import hashlib
     import random
 
-    from cockpit.services import ssh
     from cockpit.services.custody.pull import CHUNK, PART_SUFFIX, PullProgress
     from cockpit.services.custody.verify import make_pool, marker_path, run_verification
-    from cockpit.services.remote import SshBox
+    from cockpit.services.transport import ssh
+    from cockpit.services.transport.remote import SshBox
 
     root = tmp_path / "remote"
     durable = durable_tree(root)

@@ -18,8 +18,8 @@ import pytest
 
 from cockpit.models.events import HostStateChanged, SnapshotTaken
 from cockpit.models.snapshot import Reachability
-from cockpit.services.fleet import HostWatcher
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.transport.fleet import HostWatcher
 from tests.sshd import SSHD, Sshd, require
 from tests.waiting import until
 

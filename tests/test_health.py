@@ -11,7 +11,7 @@ from cockpit.models.health import IDLE_AFTER_S, Judgement
 from cockpit.models.hostview import HostTracker
 from cockpit.models.profile import Profile
 from cockpit.models.snapshot import NA, Gpu, GpuProcess, HostSnapshot, HostState, Reachability
-from cockpit.services.profiles import load_named
+from cockpit.services.config.profiles import load_named
 from tests.test_hostview import (
     MASTER,
     RULEBOOK,

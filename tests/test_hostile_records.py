@@ -43,12 +43,12 @@ from cockpit.models.snapshot import (
     Reachability,
 )
 from cockpit.models.sweep import Instance
-from cockpit.services.fleet import Fleet, HostWatcher, InstanceStatus
-from cockpit.services.probe import LOG_BUDGET, ProbePlan, share_budget
-from cockpit.services.profiles import load_named
-from cockpit.services.report import status_document, status_table
-from cockpit.services.rulebook import load_rulebook
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.alerts.report import status_document, status_table
+from cockpit.services.config.profiles import load_named
+from cockpit.services.config.rulebook import load_rulebook
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.transport.fleet import Fleet, HostWatcher, InstanceStatus
+from cockpit.services.transport.probe import LOG_BUDGET, ProbePlan, share_budget
 from cockpit.ui.render import (
     Palette,
     cell_row,
@@ -561,7 +561,7 @@ class CrashOnce(HostWatcher):
 
 async def test_a_crashed_watcher_is_shown_and_restarted(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import cockpit.services.fleet as fleet_module
+    import cockpit.services.transport.fleet as fleet_module
 
     loaded = load_sweep(local_sweep(tmp_path))
     monkeypatch.setattr(fleet_module, "HostWatcher", CrashOnce)
@@ -590,7 +590,7 @@ async def test_a_crashed_watcher_is_shown_and_restarted(
 
 async def test_the_apps_fleet_worker_survives_a_bad_event_and_is_restarted_if_it_dies(
         tmp_path: Path) -> None:
-    from cockpit.services.acks import AckStore
+    from cockpit.services.config.acks import AckStore
     from cockpit.ui.app import CockpitApp
     from tests.replay import NOW, replay_events, replay_sweep
 

@@ -51,8 +51,8 @@ from cockpit.models.text import (
     remote_text,
     visible,
 )
-from cockpit.services.acks import AckStore
-from cockpit.services.sweepfile import LoadedSweep, load_sweep
+from cockpit.services.config.acks import AckStore
+from cockpit.services.config.sweepfile import LoadedSweep, load_sweep
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.fleet import FleetScreen
@@ -451,8 +451,8 @@ def test_any_record_renders_without_error_and_without_controls(
         gpu: str, message: str, fstype: str, error: str, cell: str, log: str) -> None:
     """Random and adversarial fields through parse -> tracker -> every box renderer and the
     status table: nothing raises, nothing a terminal obeys comes out."""
-    from cockpit.services.fleet import InstanceStatus
-    from cockpit.services.report import status_table
+    from cockpit.services.alerts.report import status_table
+    from cockpit.services.transport.fleet import InstanceStatus
     from cockpit.ui import render
 
     loaded = _replay_loaded()
@@ -502,7 +502,7 @@ def _replay_loaded() -> LoadedSweep:
 
 def _rulebook() -> Rulebook:
     if "rules" not in _CACHE:
-        from cockpit.services.rulebook import load_rulebook
+        from cockpit.services.config.rulebook import load_rulebook
 
         _CACHE["rules"] = load_rulebook(user=False)
     rules: Rulebook = _CACHE["rules"]
@@ -512,8 +512,8 @@ def _rulebook() -> Rulebook:
 # -- (3) CLI renderers ------------------------------------------------------------------------
 def test_status_table_renders_a_hostile_nvidia_smi_message() -> None:
     from cockpit.models.sweep import Instance
-    from cockpit.services.fleet import InstanceStatus
-    from cockpit.services.report import status_table
+    from cockpit.services.alerts.report import status_table
+    from cockpit.services.transport.fleet import InstanceStatus
 
     snap = parse_record(h2_record(1, NOW), instance="h2", observed_at=NOW)
     inst = Instance(name="h2", profile="vastai", host="vast-h2")
@@ -528,9 +528,9 @@ def test_status_table_renders_a_hostile_nvidia_smi_message() -> None:
 
 
 def test_preflight_and_classify_text_reports_show_the_corpus_literally(tmp_path: Path) -> None:
-    from cockpit.services.classify import classify_paths, report_text
-    from cockpit.services.preflight import report_text as preflight_text
-    from cockpit.services.rulebook import load_rulebook
+    from cockpit.services.alerts.classify import classify_paths, report_text
+    from cockpit.services.config.rulebook import load_rulebook
+    from cockpit.services.queue.preflight import report_text as preflight_text
 
     report = PreflightReport("h1", checks=(Check(f"gpu {WORD}", Level.FAIL, f"found {LINE}"),),
                              error=LINE)

@@ -31,8 +31,8 @@ from cockpit.models.snapshot import (
     QueueFacts,
 )
 from cockpit.models.sweep import Instance, moment_epoch
-from cockpit.services.profiles import load_named
-from cockpit.services.rulebook import load_rulebook
+from cockpit.services.config.profiles import load_named
+from cockpit.services.config.rulebook import load_rulebook
 
 RULEBOOK = load_rulebook(user=False)
 

@@ -27,10 +27,17 @@ from cockpit.models.slurm import (
     parse_squeue,
 )
 from cockpit.models.sweep import Instance
-from cockpit.services import remote
-from cockpit.services.launch import LaunchRefused
-from cockpit.services.remote import STDERR_CAP, STDOUT_CAP, STOPPED, LocalBox, OutputTooLarge, SshBox
-from cockpit.services.yamlfile import MAX_YAML_DEPTH
+from cockpit.services.config.yamlfile import MAX_YAML_DEPTH
+from cockpit.services.queue.launch import LaunchRefused
+from cockpit.services.transport import remote
+from cockpit.services.transport.remote import (
+    STDERR_CAP,
+    STDOUT_CAP,
+    STOPPED,
+    LocalBox,
+    OutputTooLarge,
+    SshBox,
+)
 from tests.sshd import Sshd, descendants
 from tests.waiting import until
 
@@ -200,7 +207,7 @@ async def test_slurm_states_through_real_commands(tmp_path: Path, monkeypatch: p
     """services.slurm.states runs squeue/sacct stand-ins as real subprocesses: a range from
     the box is clipped to the queue, and a listing that never ends is a refusal naming the
     cap, never a partial listing shown as if every missing task were pending."""
-    from cockpit.services import slurm
+    from cockpit.services.queue import slurm
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

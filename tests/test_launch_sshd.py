@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from cockpit.services import ssh
-from cockpit.services.launch import LaunchRefused, launch, resume, session_name, snapshot, stop
-from cockpit.services.remote import SshBox
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.queue.launch import LaunchRefused, launch, resume, session_name, snapshot, stop
+from cockpit.services.transport import ssh
+from cockpit.services.transport.remote import SshBox
 from tests.sshd import Sshd, require
 
 pytestmark = pytest.mark.sshd

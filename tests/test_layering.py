@@ -19,8 +19,8 @@ PACKAGE = REPO / "cockpit"
 
 HEADLESS_MODULES = (
     "cockpit.models.profile", "cockpit.models.sweep", "cockpit.models.snapshot", "cockpit.models.parse",
-    "cockpit.services.fleet", "cockpit.services.ssh", "cockpit.services.profiles",
-    "cockpit.services.sweepfile", "cockpit.services.report", "cockpit.services.custody.verify",
+    "cockpit.services.transport.fleet", "cockpit.services.transport.ssh", "cockpit.services.config.profiles",
+    "cockpit.services.config.sweepfile", "cockpit.services.alerts.report", "cockpit.services.custody.verify",
     "cockpit.services.custody.loadcheck", "cockpit.services.custody.flow",
     "cockpit.services.custody.teardown",
 )

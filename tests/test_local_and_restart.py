@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cockpit.models.snapshot import GpuStatus
-from cockpit.services import ssh
+from cockpit.services.transport import ssh
 from tests.sshd import Sshd
 from tests.test_status_sshd import connected_watcher, write_box
 
@@ -77,7 +77,7 @@ def test_wheel_ships_profiles_and_themes(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "cockpit/_profiles/autodl.yaml" in names
     assert "cockpit/_themes/cockpit.tcss" in names
-    assert "cockpit/services/probe.sh" in names
+    assert "cockpit/services/transport/probe.sh" in names
     assert "cockpit/services/custody/manifest.sh" in names  # the verify path runs it on the box
     assert "cockpit/demo/assets/nvidia-smi" in names
     assert "cockpit/data/rules.yaml" in names

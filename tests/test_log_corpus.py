@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from cockpit.models.classify import Finding, classify_bytes
-from cockpit.services.rulebook import load_rulebook
+from cockpit.services.config.rulebook import load_rulebook
 
 CORPUS = Path(__file__).resolve().parent / "data" / "logs"
 EXPECTED: dict[str, list[str]] = yaml.safe_load((CORPUS / "expected.yaml").read_text())

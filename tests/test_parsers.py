@@ -24,7 +24,7 @@ from cockpit.models.parse import (
     split_sections,
 )
 from cockpit.models.snapshot import NA, GpuStatus, HostSnapshot, Mount
-from cockpit.services.probe import chunk_text
+from cockpit.services.transport.probe import chunk_text
 
 DATA = Path(__file__).resolve().parent / "data"
 

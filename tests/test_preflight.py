@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from cockpit.models.preflight import Level
-from cockpit.services.preflight import parse_facts, preflight_instance
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.queue.preflight import parse_facts, preflight_instance
 from tests.sshd import Sshd
 from tests.test_status_sshd import write_box, write_sweep
 

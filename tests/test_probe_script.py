@@ -1,4 +1,4 @@
-"""The real remote probe, cockpit/services/probe.sh, run locally under /bin/sh.
+"""The real remote probe, cockpit/services/transport/probe.sh, run locally under /bin/sh.
 
 Each test starts `/bin/sh probe.sh 0` (or `1` with a fake nvidia-smi), talks the request /
 record protocol over its stdin/stdout (see the header of probe.sh) against temp dirs, and
@@ -26,7 +26,7 @@ from cockpit.models.parse import APP_FIELDS, GPU_FIELDS, parse_record
 from cockpit.models.snapshot import NA, GpuStatus, HostSnapshot, LogChunk
 
 REPO = Path(__file__).resolve().parents[1]
-PROBE = REPO / "cockpit" / "services" / "probe.sh"
+PROBE = REPO / "cockpit" / "services" / "transport" / "probe.sh"
 DATA = Path(__file__).resolve().parent / "data"
 CAP = 262144  # probe.sh `cap`: the most bytes of one log delivered per tick
 

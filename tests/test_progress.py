@@ -28,7 +28,7 @@ from cockpit.models.progress import (
 )
 from cockpit.models.queue import CellState, RunProgress
 from cockpit.models.snapshot import LogChunk
-from cockpit.services.profiles import load_named
+from cockpit.services.config.profiles import load_named
 from tests.test_hostview import LOGS, RULEBOOK, chunk, instance, remote, snapshot, ts
 
 DATA = Path(__file__).parent / "data" / "progress"

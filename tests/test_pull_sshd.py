@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from cockpit.models.sweep import Instance
-from cockpit.services import ssh
+from cockpit.services.config.sweepfile import load_sweep
 from cockpit.services.custody.pull import PART_SUFFIX, PullProgress, pull, remote_manifest
 from cockpit.services.custody.verify import make_pool, marker_path, run_verification
-from cockpit.services.remote import SshBox
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.transport import ssh
+from cockpit.services.transport.remote import SshBox
 from tests.sshd import Sshd
 from tests.test_status_sshd import write_sweep
 

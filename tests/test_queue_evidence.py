@@ -24,12 +24,12 @@ from cockpit.models.queue import (
 )
 from cockpit.models.snapshot import NA, GpuReading, GpuStatus, HostSnapshot, LogChunk, Memory, QueueFacts
 from cockpit.models.sweep import Instance
-from cockpit.services.acks import AckStore
-from cockpit.services.launch import PROFILE_NOTE, resume_hint, run_command
-from cockpit.services.profiles import load_named
-from cockpit.services.report import queue_document
-from cockpit.services.rulebook import load_rulebook
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.alerts.report import queue_document
+from cockpit.services.config.acks import AckStore
+from cockpit.services.config.profiles import load_named
+from cockpit.services.config.rulebook import load_rulebook
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.queue.launch import PROFILE_NOTE, resume_hint, run_command
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.ops import ReportScreen

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from cockpit.models.rules import RuleFile
-from cockpit.services.rulebook import SHIPPED, load_rule_file, load_rulebook
-from cockpit.services.yamlfile import ConfigError
+from cockpit.services.config.rulebook import SHIPPED, load_rule_file, load_rulebook
+from cockpit.services.config.yamlfile import ConfigError
 
 CLASSES = {"probabilistic", "disk-full", "real-bug", "host-oom", "hardware", "environment", "ops"}
 # Ids the issue names from the catalog (platform-facts §3): each must be a rule.

@@ -24,12 +24,12 @@ from typing import Any
 import pytest
 
 from cockpit.models.gate import GateError, GateState
-from cockpit.services import ssh
+from cockpit.services.config.sweepfile import load_sweep
 from cockpit.services.custody.audit import read_audit
 from cockpit.services.custody.flow import Custody
 from cockpit.services.custody.verify import make_pool, pull_folder
-from cockpit.services.remote import Box, SshBox
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.transport import ssh
+from cockpit.services.transport.remote import Box, SshBox
 from tests.runbook import (
     Cell,
     RunbookBox,

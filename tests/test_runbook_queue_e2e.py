@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from cockpit.models.sweep import RUNNER_ENV, Instance
-from cockpit.services.launch import hand_command, resume_hint
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.queue.launch import hand_command, resume_hint
 from tests.runbook import (
     Cell,
     RunbookBox,

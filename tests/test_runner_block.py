@@ -19,15 +19,15 @@ import pytest
 from pydantic import ValidationError
 
 from cockpit.models.sweep import Instance
-from cockpit.services.discover import (
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.queue.discover import (
     MAX_ENV_VALUE,
     environ,
     find_queues,
     parse,
     sweep_document,
 )
-from cockpit.services.launch import hand_command, resume_hint
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.queue.launch import hand_command, resume_hint
 
 HOOK = "source /etc/net; echo 'x' $HOME"
 """A PROXY_HOOK a shell would split and expand if it were not quoted."""

@@ -18,7 +18,7 @@ import pytest
 
 from cockpit.models.custody import CellListing, FileEntry, Manifest
 from cockpit.services.custody.pull import pull
-from cockpit.services.remote import SFTP_REQUEST_TIMEOUT, SshBox, read_deadline
+from cockpit.services.transport.remote import SFTP_REQUEST_TIMEOUT, SshBox, read_deadline
 
 PROMPT = 0.5
 """The per-request deadline these tests give the box: small so they finish promptly (the

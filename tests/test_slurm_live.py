@@ -16,9 +16,9 @@ from cockpit.models.custody import CellStatus
 from cockpit.models.queue import CellState
 from cockpit.models.sweep import Instance, Launch
 from cockpit.services.custody.verify import make_pool, run_verification
-from cockpit.services.launch import LaunchRefused
-from cockpit.services.remote import LocalBox
-from cockpit.services.slurm import cancel, recorded_jobs, states, submit
+from cockpit.services.queue.launch import LaunchRefused
+from cockpit.services.queue.slurm import cancel, recorded_jobs, states, submit
+from cockpit.services.transport.remote import LocalBox
 from tests.slurmd import Slurm
 from tests.test_launch_sshd import TRAIN
 

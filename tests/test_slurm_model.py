@@ -53,8 +53,8 @@ def test_submitted_job_id() -> None:
 def test_a_slurm_instance_queue_panel_and_its_failures() -> None:
     from cockpit.models.hostview import HostTracker
     from cockpit.models.sweep import Instance
-    from cockpit.services.profiles import load_named
-    from cockpit.services.rulebook import load_rulebook
+    from cockpit.services.config.profiles import load_named
+    from cockpit.services.config.rulebook import load_rulebook
     from tests.test_hostview import snapshot
 
     tracker = HostTracker(Instance(name="s1", profile="slurm", host="h", queue="/q.txt"),

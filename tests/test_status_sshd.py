@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from cockpit.models.snapshot import GpuStatus, Reachability
-from cockpit.services.fleet import Backoff, Fleet, HostWatcher, status_once
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.transport.fleet import Backoff, Fleet, HostWatcher, status_once
 from tests.sshd import Sshd, keygen
 
 pytestmark = pytest.mark.sshd

@@ -14,8 +14,8 @@ from textual.widgets import DataTable, Static
 
 from cockpit.models.events import HostStateChanged
 from cockpit.models.snapshot import HostKeyInfo, HostState, Reachability
-from cockpit.services.acks import AckStore
-from cockpit.services.sweepfile import LoadedSweep
+from cockpit.services.config.acks import AckStore
+from cockpit.services.config.sweepfile import LoadedSweep
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.fleet import FleetScreen

@@ -9,9 +9,9 @@ from pathlib import Path
 from textual.widgets import DataTable, Static
 
 from cockpit.models.gate import GateState
-from cockpit.services.acks import AckStore
+from cockpit.services.config.acks import AckStore
+from cockpit.services.config.sweepfile import load_sweep
 from cockpit.services.custody.audit import read_audit
-from cockpit.services.sweepfile import load_sweep
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.custody import ConfirmByTyping, TeardownScreen, VerifyScreen
 from tests.test_ui_app import texts

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable, Static
 
-from cockpit.services.acks import AckStore
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.config.acks import AckStore
+from cockpit.services.config.sweepfile import load_sweep
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.fleet import FleetScreen

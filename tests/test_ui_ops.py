@@ -7,8 +7,8 @@ from pathlib import Path
 
 from textual.widgets import Input, Static
 
-from cockpit.services.acks import AckStore
-from cockpit.services.sweepfile import load_sweep
+from cockpit.services.config.acks import AckStore
+from cockpit.services.config.sweepfile import load_sweep
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.custody import ConfirmByTyping

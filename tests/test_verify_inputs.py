@@ -25,7 +25,7 @@ from cockpit.services.custody.verify import (
     run_verification,
     verify_pulled,
 )
-from cockpit.services.remote import LocalBox
+from cockpit.services.transport.remote import LocalBox
 
 CELLS = ("good", "truncated", "zero", "tampered", "pickle", "safet", "badjson", "failed")
 

@@ -437,7 +437,7 @@ def run_demo(serve_dir: Path | None, theme: str | None = None) -> int:
         root = Path(tmp)
         try:
             with serving_in_child(root, root / "server.log") as sweep:
-                from cockpit.services.sweepfile import load_sweep
+                from cockpit.services.config.sweepfile import load_sweep
                 from cockpit.ui.app import run_app
 
                 return run_app(load_sweep(sweep), theme=theme)

@@ -31,17 +31,17 @@ from cockpit.models.hostview import HostTracker
 from cockpit.models.rules import Rulebook
 from cockpit.models.snapshot import Reachability
 from cockpit.models.text import visible
-from cockpit.services import ssh
-from cockpit.services.acks import AckStore
+from cockpit.services.alerts.notify import deliver
+from cockpit.services.config.acks import AckStore
+from cockpit.services.config.resources import shipped_dir
+from cockpit.services.config.rulebook import load_rulebook
+from cockpit.services.config.sweepfile import LoadedSweep
+from cockpit.services.config.yamlfile import ConfigError
 from cockpit.services.custody.flow import Custody
 from cockpit.services.custody.verify import make_pool, open_box, pull_folder
-from cockpit.services.fleet import Fleet
-from cockpit.services.notify import deliver
-from cockpit.services.remote import Box, SshBox
-from cockpit.services.resources import shipped_dir
-from cockpit.services.rulebook import load_rulebook
-from cockpit.services.sweepfile import LoadedSweep
-from cockpit.services.yamlfile import ConfigError
+from cockpit.services.transport import ssh
+from cockpit.services.transport.fleet import Fleet
+from cockpit.services.transport.remote import Box, SshBox
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.commands import CockpitCommands
 from cockpit.ui.custody import VerifyScreen
@@ -218,7 +218,7 @@ class CockpitApp(App[int]):
 
     def poll_slurm(self) -> None:
         """Read the array jobs of Slurm instances into their queue panels (squeue/sacct)."""
-        from cockpit.services import slurm
+        from cockpit.services.queue import slurm
 
         async def one(name: str, job: int) -> None:
             tracker = self.trackers[name]
@@ -327,7 +327,7 @@ class CockpitApp(App[int]):
     @work(group="approve", exit_on_error=False)
     async def approve_key(self, name: str, fingerprint: str) -> None:
         """Trust the fingerprint the user approved (unknown keys only), then reconnect."""
-        from cockpit.services import ssh
+        from cockpit.services.transport import ssh
 
         inst = self.trackers[name].instance
         target = ssh.build_target(inst, self.loaded.sweep.ssh, self.loaded.directory)

@@ -48,9 +48,9 @@ class ReportScreen(ModalScreen[None]):
 async def run_operation(app: CockpitApp, name: str, verb: str, *,
                         cells: list[str] | None = None) -> None:
     """Run one operation on box `name` (`rerun`: of `cells`) and show what happened."""
-    from cockpit.services.launch import LaunchRefused
-    from cockpit.services.preflight import preflight_instance, report_text
-    from cockpit.services.queue_control import control
+    from cockpit.services.queue.control import control
+    from cockpit.services.queue.launch import LaunchRefused
+    from cockpit.services.queue.preflight import preflight_instance, report_text
 
     tracker = app.trackers[name]
     inst, sweep = tracker.instance, app.loaded.sweep

@@ -277,7 +277,7 @@ def queue_header(tracker: HostTracker, palette: Palette) -> Text:
 def resume_hint_of(tracker: HostTracker) -> tuple[int, str, str] | None:
     """Where a resume would start, the exact command and its note; None while the queue runs
     (or its processes could not be checked) or when no cell is left to resume."""
-    from cockpit.services.launch import resume_hint
+    from cockpit.services.queue.launch import resume_hint
 
     view = tracker.queue_view()
     if tracker.alive is not False or view.resume_from is None:

@@ -18,8 +18,8 @@ from pathlib import Path
 import asyncssh
 
 from cockpit.models.snapshot import Reachability
-from cockpit.services.acks import AckStore
-from cockpit.services.sweepfile import LoadedSweep, load_sweep
+from cockpit.services.config.acks import AckStore
+from cockpit.services.config.sweepfile import LoadedSweep, load_sweep
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.custody import TeardownScreen, VerifyScreen

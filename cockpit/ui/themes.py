@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from textual.theme import Theme
 
-from cockpit.services.resources import shipped_dir
+from cockpit.services.config.resources import shipped_dir
 
 DEFAULT_THEME = "cockpit-dark"
 _FIELDS = {"name", "primary", "secondary", "warning", "error", "success", "accent", "foreground",

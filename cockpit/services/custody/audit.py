@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cockpit.services.paths import data_dir
+from cockpit.services.config.paths import data_dir
 
 
 def audit_path() -> Path:

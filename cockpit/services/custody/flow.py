@@ -24,8 +24,8 @@ from cockpit.services.custody.audit import append_audit
 from cockpit.services.custody.pull import PullProgress
 from cockpit.services.custody.teardown import ExecResult, confirm_by_hand, execute, record
 from cockpit.services.custody.verify import VerifyReport, remote_state, run_verification, write_marker
-from cockpit.services.remote import TRANSFER_ERRORS, Box
-from cockpit.services.ssh import HostKeyProblem
+from cockpit.services.transport.remote import TRANSFER_ERRORS, Box
+from cockpit.services.transport.ssh import HostKeyProblem
 
 REACH_ERRORS = (*TRANSFER_ERRORS, HostKeyProblem)
 """What opening or losing the box's connection raises (anything else is a failed verification)."""

@@ -31,7 +31,7 @@ from cockpit.models.custody import (
     cell_evidence,
     plain_path,
 )
-from cockpit.services.remote import Box
+from cockpit.services.transport.remote import Box
 
 PART_SUFFIX = ".cockpit-part"
 CHUNK = 8 << 20
@@ -380,7 +380,7 @@ async def pull(box: Box, manifest: Manifest, dest: Path, cells: Sequence[str] | 
     wanted = [*extra, *(f for f in manifest.files if cells is None or f.cell in cells)]
     progress = PullProgress(sum(f.size for f in wanted), files_total=len(wanted))
     slots = asyncio.Semaphore(parallel)
-    from cockpit.services.remote import TRANSFER_ERRORS
+    from cockpit.services.transport.remote import TRANSFER_ERRORS
 
     async def one(entry: FileEntry) -> FileOutcome:
         async with slots:

@@ -50,7 +50,7 @@ from cockpit.services.custody.pull import (
     pull,
     remote_manifest,
 )
-from cockpit.services.remote import Box
+from cockpit.services.transport.remote import Box
 
 MARKER_SUFFIX = ".cockpit-verified.json"
 """The cockpit's receipt is `<pull_dir>/<instance>.cockpit-verified.json`, *beside* the pulled
@@ -372,7 +372,7 @@ async def slurm_evidence(box: Box, instance: Instance, sweep: str,
     is cell i; a later job overrides an earlier one for the cells it ran): COMPLETED exit 0 is
     the scheduler's proof of success; a terminal failure state is a FINISHED with its exit code
     (1 when Slurm gives none); RUNNING is STARTED; pending or never submitted proves nothing."""
-    from cockpit.services.slurm import recorded_jobs, states
+    from cockpit.services.queue.slurm import recorded_jobs, states
 
     found: dict[str, Evidence] = {}
     for job in recorded_jobs(sweep, instance.name):
@@ -411,8 +411,8 @@ async def classify_failed(box: Box, instance: Instance, codes: Mapping[str, int]
     (`run_logs/<cell>.log`, else the durable copy `<durable_root>/<cell>/<cell>.log`); a cell
     whose log says nothing is named by its exit code's rule, if any."""
     from cockpit.models.classify import classify_bytes
-    from cockpit.services.rulebook import load_rulebook
-    from cockpit.services.yamlfile import ConfigError
+    from cockpit.services.config.rulebook import load_rulebook
+    from cockpit.services.config.yamlfile import ConfigError
 
     try:
         rulebook = load_rulebook()
@@ -483,8 +483,8 @@ async def run_verification(
     with contextlib.suppress(RuntimeError):  # a pool already shut down fails later, visibly
         pool.submit(int)
     from cockpit.services.custody.pull import ManifestError
-    from cockpit.services.launch import LaunchRefused
-    from cockpit.services.remote import OutputTooLarge
+    from cockpit.services.queue.launch import LaunchRefused
+    from cockpit.services.transport.remote import OutputTooLarge
 
     try:
         stage("reading the roster from the queue file")
@@ -527,8 +527,8 @@ def pull_folder(pull_dir: Path, instance: str) -> Path:
 
 async def open_box(instance: Instance, target_for: Callable[[Instance], object]) -> Box:
     """A Box for `instance`: this machine for `host: local`, else a new SSH connection."""
-    from cockpit.services import ssh
-    from cockpit.services.remote import LocalBox, SshBox
+    from cockpit.services.transport import ssh
+    from cockpit.services.transport.remote import LocalBox, SshBox
 
     if instance.is_local:
         return LocalBox()

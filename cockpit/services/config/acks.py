@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from cockpit.models.profile import Profile
-from cockpit.services.paths import state_dir
+from cockpit.services.config.paths import state_dir
 
 
 class AckStore:

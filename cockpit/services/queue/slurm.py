@@ -24,7 +24,8 @@ from cockpit.models.slurm import (
     small_int,
 )
 from cockpit.models.sweep import Instance
-from cockpit.services.launch import (
+from cockpit.services.config.paths import state_dir
+from cockpit.services.queue.launch import (
     LaunchRefused,
     deploy,
     read_if_present,
@@ -33,8 +34,7 @@ from cockpit.services.launch import (
     workdir,
     write_versioned,
 )
-from cockpit.services.paths import state_dir
-from cockpit.services.remote import Box, CommandResult, OutputTooLarge
+from cockpit.services.transport.remote import Box, CommandResult, OutputTooLarge
 
 
 def jobs_file() -> Path:

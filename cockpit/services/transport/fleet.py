@@ -27,9 +27,9 @@ from cockpit.models.profile import Profile
 from cockpit.models.snapshot import HostSnapshot, HostState, Reachability
 from cockpit.models.sweep import Instance, SshSettings, Sweep
 from cockpit.models.text import visible
-from cockpit.services import ssh
-from cockpit.services.probe import ProbePlan, end_marker, probe_command, probe_script
-from cockpit.services.remote import LOCAL_STREAM_LIMIT
+from cockpit.services.transport import ssh
+from cockpit.services.transport.probe import ProbePlan, end_marker, probe_command, probe_script
+from cockpit.services.transport.remote import LOCAL_STREAM_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +317,7 @@ class HostWatcher:
             more = f" (+{len(snap.bad) - 1} more)" if len(snap.bad) > 1 else ""
             self._bad(f"record {snap.seq}: {snap.bad[0]}{more}")
         if self.instance.is_local:
-            from cockpit.services.nvml import read_gpus
+            from cockpit.services.transport.nvml import read_gpus
 
             snap = dataclasses.replace(snap, gpu=await asyncio.to_thread(read_gpus))
         self.plan.absorb(snap)

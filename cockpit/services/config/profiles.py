@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cockpit.models.profile import Profile, months_between
-from cockpit.services.resources import shipped_dir
-from cockpit.services.yamlfile import ConfigError, Problem, load_validated
+from cockpit.services.config.resources import shipped_dir
+from cockpit.services.config.yamlfile import ConfigError, Problem, load_validated
 
 
 def profiles_dir() -> Path:

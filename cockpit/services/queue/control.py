@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from cockpit.models.profile import Profile
 from cockpit.models.sweep import Instance
-from cockpit.services import launch, slurm
-from cockpit.services.remote import Box
+from cockpit.services.queue import launch, slurm
+from cockpit.services.transport.remote import Box
 
 
 async def control(box: Box, instance: Instance, profile: Profile, sweep: str, verb: str, *,

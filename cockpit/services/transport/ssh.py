@@ -22,7 +22,7 @@ import asyncssh
 from cockpit.models.durations import parse_duration
 from cockpit.models.snapshot import HostKeyInfo
 from cockpit.models.sweep import Instance, SshSettings
-from cockpit.services.paths import approved_known_hosts
+from cockpit.services.config.paths import approved_known_hosts
 
 # OpenSSH defaults: MaxSessions 10 channels per connection, MaxStartups 10 unauthenticated
 # connections. Stay below both.

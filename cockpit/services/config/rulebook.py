@@ -12,10 +12,10 @@ from functools import cache
 from pathlib import Path
 
 from cockpit.models.rules import Rulebook, RuleFile, merge, parse_rule_file
-from cockpit.services.paths import user_rules_file
-from cockpit.services.yamlfile import load_validated
+from cockpit.services.config.paths import user_rules_file
+from cockpit.services.config.yamlfile import load_validated
 
-SHIPPED = Path(__file__).resolve().parent.parent / "data" / "rules.yaml"
+SHIPPED = Path(__file__).resolve().parents[2] / "data" / "rules.yaml"
 
 
 def load_rule_file(path: Path) -> RuleFile:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from cockpit.models.profile import Profile
 from cockpit.models.sweep import Sweep
-from cockpit.services.profiles import load_named
-from cockpit.services.yamlfile import ConfigError, Problem, duplicate_problems, load_validated
+from cockpit.services.config.profiles import load_named
+from cockpit.services.config.yamlfile import ConfigError, Problem, duplicate_problems, load_validated
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from cockpit.models.snapshot import NA, HostSnapshot, Reachability
 from cockpit.models.summary import mean_util, pct, queue_state, worst_disk, worst_inodes
 from cockpit.models.sweep import Instance
 from cockpit.models.text import remote_text
-from cockpit.services.fleet import InstanceStatus
+from cockpit.services.transport.fleet import InstanceStatus
 
 
 def _iso(epoch: float) -> str:
@@ -101,7 +101,7 @@ def queue_view_of(instance: Instance, snap: HostSnapshot) -> QueueView:
 def queue_document(instance: Instance, snap: HostSnapshot) -> dict[str, Any]:
     """k/N, each cell's state with the evidence it rests on, and (when nothing runs) the
     command that would resume it: the `queue_view` part of `status --json`."""
-    from cockpit.services.launch import resume_hint
+    from cockpit.services.queue.launch import resume_hint
 
     view = queue_view_of(instance, snap)
     doc: dict[str, Any] = {

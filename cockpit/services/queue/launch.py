@@ -47,10 +47,10 @@ from cockpit.models.queue import (
 )
 from cockpit.models.snapshot import NA, HostSnapshot
 from cockpit.models.sweep import RUNNER_ENV, Instance
-from cockpit.services.probe import probe_script
-from cockpit.services.remote import Box
+from cockpit.services.transport.probe import probe_script
+from cockpit.services.transport.remote import Box
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 ALIVE_TIMEOUT = 60.0
 SESSION_SAFE = re.compile(r"[^A-Za-z0-9_-]")
 MAX_RERUNS = 999
@@ -492,7 +492,7 @@ async def stop(box: Box, instance: Instance, sweep: str) -> str:
         return "nothing of this queue runs"
     # Started by hand in a tmux session of its own: that exact session, found through the
     # pane above the runner (killing only the runner would orphan the training under it).
-    from cockpit.services.discover import DISCOVER_SCRIPT, ancestors, parse
+    from cockpit.services.queue.discover import DISCOVER_SCRIPT, ancestors, parse
 
     seen = await box.run(["/bin/sh", "-c", DISCOVER_SCRIPT], 60)
     procs, panes = parse(seen.stdout.decode(errors="replace"))

@@ -41,7 +41,7 @@ import yaml
 
 from cockpit.models.sweep import RUNNER_ENV
 from cockpit.models.text import visible
-from cockpit.services.remote import SshBox
+from cockpit.services.transport.remote import SshBox
 
 MAX_FILES_PER_PROCESS = 64
 """Regular files (beyond stdin/stdout/stderr) reported per process: a cell's logs are among

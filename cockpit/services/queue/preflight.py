@@ -11,8 +11,8 @@ from cockpit.models.preflight import Level, PreflightFacts, PreflightReport, eva
 from cockpit.models.profile import Profile
 from cockpit.models.sweep import Instance, Sweep
 from cockpit.models.text import visible
-from cockpit.services.fleet import HostWatcher
-from cockpit.services.remote import Box, LocalBox, SshBox
+from cockpit.services.transport.fleet import HostWatcher
+from cockpit.services.transport.remote import Box, LocalBox, SshBox
 
 FACTS_SCRIPT = r"""
 d=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1)

@@ -1,0 +1,1 @@
+"""alerts subsystem (see DESIGN.md)."""

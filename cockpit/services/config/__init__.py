@@ -1,0 +1,1 @@
+"""config subsystem (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""queue subsystem (see DESIGN.md)."""

@@ -1,0 +1,1 @@
+"""transport subsystem (see DESIGN.md)."""
