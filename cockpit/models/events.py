@@ -19,6 +19,9 @@ class SnapshotTaken:
     """A complete probe record arrived from a box."""
 
     snapshot: HostSnapshot
+    record: bytes = b""
+    """The framed probe record it was parsed from (bounded by the fleet's record limit), so the
+    watcher can keep it in the store and a TUI following that store parses it the same way."""
 
 
 FleetEvent = HostStateChanged | SnapshotTaken

@@ -322,7 +322,7 @@ class HostWatcher:
             snap = dataclasses.replace(snap, gpu=await asyncio.to_thread(read_gpus))
         self.plan.absorb(snap)
         self.last_snapshot = snap
-        self.emit(SnapshotTaken(snap))
+        self.emit(SnapshotTaken(snap, record))
         return snap
 
     async def run(self, interval: float) -> None:

@@ -1,0 +1,176 @@
+"""The fleet's judgement loop without a screen: trackers, alerts, the store and the channels.
+
+`Monitor` is what the TUI and `cockpit watch` share. It feeds every fleet event to its box's
+`HostTracker` (isolated: one event that fails is counted and dropped, never the loop), and on
+each `tick` it judges every box, fires each material alert once per episode (`AlertLatch`),
+hands the fresh alerts to a `Recorder` (the durable store) and to `deliver` (the notification
+channels). It never prints and never touches Textual: the TUI rings the bell and shows a toast
+for the alerts `tick` returns; `cockpit watch` writes a log line for them.
+
+Delivery runs concurrently (`spawn` decides how: a Textual worker in the app, an asyncio task
+in the watcher); its per-channel results go back to the recorder, so a failing channel shows up
+in the store and in the TUI.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cockpit.models.alerts import Alert, AlertLatch, material
+from cockpit.models.events import FleetEvent, HostStateChanged
+from cockpit.models.hostview import HostTracker
+from cockpit.models.rules import Rulebook
+from cockpit.models.text import visible
+from cockpit.services.config.sweepfile import LoadedSweep
+
+MAX_FIRED = 1000
+"""Alerts remembered in memory (the store keeps them all): a session that runs for weeks and a
+box whose condition flaps must not grow this without end."""
+MAX_ERROR_TEXT = 300
+"""Characters kept of an event that failed to be absorbed (it may quote a box's text)."""
+
+
+@dataclass(frozen=True)
+class ChannelResult:
+    """How one alert went out on one channel."""
+
+    channel: str
+    """The channel's label with every secret removed (`slack://…`, `webhook https://host/…`)."""
+    ok: bool | None
+    """True delivered, False failed, None skipped (rate-limited or not applicable)."""
+    attempts: int = 0
+    error: str = ""
+
+
+class Recorder(Protocol):
+    """Where the monitor writes what happened (the durable store)."""
+
+    def record_tick(self, now: float, trackers: Mapping[str, HostTracker],
+                    fresh: Sequence[Alert]) -> None: ...
+
+    def record_delivery(self, alert: Alert, now: float,
+                        results: Sequence[ChannelResult]) -> None: ...
+
+
+Deliver = Callable[[Alert], Awaitable[Sequence[ChannelResult]]]
+Spawn = Callable[[Awaitable[Any]], object]
+
+
+class Monitor:
+    """Trackers, alert latch, recorder and channels for one sweep."""
+
+    def __init__(
+        self,
+        loaded: LoadedSweep,
+        rulebook: Rulebook,
+        *,
+        clock: Callable[[], float] = time.time,
+        recorder: Recorder | None = None,
+        deliver: Deliver | None = None,
+        spawn: Spawn | None = None,
+    ) -> None:
+        self.loaded = loaded
+        self.rulebook = rulebook
+        self.clock = clock
+        self.recorder = recorder
+        self.deliver = deliver
+        self.spawn = spawn
+        self.trackers: dict[str, HostTracker] = {
+            inst.name: HostTracker(inst, loaded.profiles[inst.profile], rulebook)
+            for inst in loaded.sweep.instances
+        }
+        self.latch = AlertLatch()
+        self.fired: deque[Alert] = deque(maxlen=MAX_FIRED)
+        self.errors = 0
+        """Events that could not be absorbed (counted and dropped)."""
+        self.last_error = ""
+        self.record_errors = 0
+        """Ticks the recorder failed on (the store is full, locked, gone): counted, not fatal."""
+        self.last_record_error = ""
+        self.failing_channels: dict[str, str] = {}
+        """Channel label -> the last error of a channel whose latest delivery failed."""
+
+    # -- input ------------------------------------------------------------------------------
+    def absorb(self, event: FleetEvent) -> str | None:
+        """Feed one fleet event to its box; the instance it changed, or None if it failed.
+
+        Isolated: an event that makes the model fail (or names an unknown instance) is counted
+        in `errors` with its reason and dropped; every other box goes on."""
+        try:
+            if isinstance(event, HostStateChanged):
+                name = event.state.instance
+                self.trackers[name].absorb_state(event.state)
+            else:
+                name = event.snapshot.instance
+                self.trackers[name].absorb(event.snapshot)
+            return name
+        except Exception as exc:  # isolation: one event, never the fleet
+            self.errors += 1
+            self.last_error = visible(f"{type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT])
+            return None
+
+    def reload(self, loaded: LoadedSweep) -> None:
+        """A re-read sweep: boxes that stay keep their history, new ones start, gone ones go."""
+        self.loaded = loaded
+        old = self.trackers
+        self.trackers = {}
+        for inst in loaded.sweep.instances:
+            kept = old.get(inst.name)
+            profile = loaded.profiles[inst.profile]
+            if kept is not None and kept.instance == inst and kept.profile == profile:
+                self.trackers[inst.name] = kept
+            else:
+                self.trackers[inst.name] = HostTracker(inst, profile, self.rulebook)
+
+    # -- judgement --------------------------------------------------------------------------
+    def tick(self, now: float | None = None) -> list[Alert]:
+        """Judge every box; the alerts that just became true (each once per episode).
+
+        Records the tick (samples, state changes, events and the fresh alerts) and sends each
+        fresh alert on. A box whose judgement fails is skipped this tick and counted."""
+        now = self.clock() if now is None else now
+        fresh: list[Alert] = []
+        for name, tracker in self.trackers.items():
+            try:
+                current = material(tracker, now)
+            except Exception as exc:  # isolation: one box's judgement, never the others
+                self.errors += 1
+                self.last_error = visible(f"{name}: {type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT])
+                continue
+            fresh.extend(self.latch.update(name, current))
+        self.fired.extend(fresh)
+        if self.recorder is not None:
+            try:
+                self.recorder.record_tick(now, self.trackers, fresh)
+            except Exception as exc:  # the store failing must not stop the watching
+                self.record_errors += 1
+                self.last_record_error = visible(f"{type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT])
+        if self.deliver is not None and self.spawn is not None:
+            for alert in fresh:
+                self.spawn(self._send(alert))
+        return fresh
+
+    async def _send(self, alert: Alert) -> Sequence[ChannelResult]:
+        """Deliver one alert on every channel and record how it went; never raises."""
+        assert self.deliver is not None
+        try:
+            results = list(await self.deliver(alert))
+        except Exception as exc:  # a channel library's bug must not end the watcher
+            results = [ChannelResult("channels", False, 0,
+                                     visible(f"{type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT]))]
+        for result in results:
+            if result.ok is False:
+                self.failing_channels[result.channel] = result.error
+            elif result.ok:
+                self.failing_channels.pop(result.channel, None)
+        if self.recorder is not None:
+            try:
+                self.recorder.record_delivery(alert, self.clock(), results)
+            except Exception as exc:  # isolation, as in `tick`
+                self.record_errors += 1
+                self.last_record_error = visible(f"{type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT])
+        return results

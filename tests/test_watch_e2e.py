@@ -1,0 +1,180 @@
+"""`cockpit watch` end to end: a real sshd box, a real watcher process, a real HTTP receiver.
+
+No TUI is open while a cell fails: the watcher alone notices, writes the event into the
+store and posts the notification; a TUI opened afterwards lists that event from the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.sshd import Sshd
+
+DEADLINE_S = 60.0
+
+
+class Receiver:
+    """A local HTTP server that keeps every POST body it receives."""
+
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+        self.paths: list[str] = []
+        received = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                received.bodies.append(self.rfile.read(length))
+                received.paths.append(self.path)
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *_args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    server = Receiver()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def write_box(root: Path) -> Path:
+    """A box whose queue runs cellA (started, not finished yet)."""
+    box = root / "box"
+    (box / "runs" / "logs").mkdir(parents=True)
+    (box / "ckpt").mkdir()
+    (box / "queue.txt").write_text("configs/cellA.yaml recon 2\nconfigs/cellB.yaml recon 2\n")
+    (box / "master.log").write_text("[2026-11-24 10:00:00] [1/2] STARTING cellA\n")
+    (box / "runs" / "logs" / "cellA.log").write_text("Epoch 1/2 | loss 0.5\n")
+    return box
+
+
+def write_sweep(directory: Path, config: Path, box: Path, webhook: str) -> Path:
+    path = directory / "sweep.yaml"
+    path.write_text(
+        f"""sweep: watch-e2e
+interval: 1s
+ssh:
+  config: [{config}]
+  keepalive_interval: 1s
+  connect_timeout: 5s
+alerts:
+  desktop: false
+  webhook: {webhook}/hook
+instances:
+  - name: b1
+    profile: generic-ssh
+    host: gpu-box-1
+    queue: "{box}/queue.txt"
+    queue_log: "{box}/master.log"
+    run_logs: "{box}/runs/logs"
+    checkpoints: "{box}/ckpt"
+    durable_root: "{box}"
+"""
+    )
+    return path
+
+
+class Lines:
+    """The watcher's stdout, read line by line in a thread (JSON objects)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.items: list[dict[str, Any]] = []
+        self.raw: list[str] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.raw.append(line)
+            self.items.append(json.loads(line))
+
+    def wait_for(self, predicate: Any, what: str, timeout: float = DEADLINE_S) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for item in list(self.items):
+                if predicate(item):
+                    return item
+            if self.proc.poll() is not None and not self.thread.is_alive():
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no {what} within {timeout}s; watcher said: {''.join(self.raw)[-3000:]}")
+
+
+def start_watch(sweep: Path, db: Path, *extra: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, "-m", "cockpit", "watch", str(sweep), "--db", str(db),
+                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+
+
+@pytest.mark.sshd
+def test_watch_alone_notices_a_failed_cell_and_posts_it(sshd: Sshd, tmp_path: Path,
+                                                         receiver: Receiver) -> None:
+    box = write_box(tmp_path)
+    config = sshd.write_client_files("gpu-box-1", tmp_path)
+    sweep = write_sweep(tmp_path, config, box, receiver.url)
+    db = tmp_path / "store" / "watch-e2e.db"
+    proc = start_watch(sweep, db)
+    lines = Lines(proc)
+    try:
+        lines.wait_for(lambda i: i["event"] == "started", "start line")
+        lines.wait_for(lambda i: i["event"] == "state" and i["reachability"] == "connected",
+                       "connected state")
+        # The cell dies while nobody has a terminal open.
+        with (box / "runs" / "logs" / "cellA.log").open("a") as log:
+            log.write("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
+                      "KeyError: 'lr'\n")
+        with (box / "master.log").open("a") as log:
+            log.write("[2026-11-24 10:05:00] [1/2] FINISHED cellA (exit=1)\n")
+        alert = lines.wait_for(lambda i: i["event"] == "alert" and i["kind"] == "cell-failed",
+                               "cell-failed alert")
+        assert alert["instance"] == "b1" and "cellA" in alert["text"]
+        lines.wait_for(lambda i: i["event"] == "delivery" and i["ok"] is True, "delivery line")
+        posted = [json.loads(body) for body in receiver.bodies]
+        assert any(p.get("kind") == "cell-failed" and p.get("instance") == "b1" for p in posted), posted
+        # One per episode: more ticks, no second post of the same failure.
+        time.sleep(3)
+        assert sum(json.loads(b).get("kind") == "cell-failed" for b in receiver.bodies) == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert code == 0, proc.stderr.read() if proc.stderr else ""
+    lines.thread.join(timeout=5)
+    assert lines.items[-1]["event"] == "stopped"
+    assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
