@@ -23,15 +23,13 @@ from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 from textual.worker import Worker, WorkerState
 
-from cockpit.models.alerts import Alert, AlertLatch, material
+from cockpit.models.alerts import Alert
 from cockpit.models.custody import FailureCause
 from cockpit.models.events import FleetEvent, HostStateChanged
 from cockpit.models.gate import ApprovedPlan, GateError
-from cockpit.models.hostview import HostTracker
 from cockpit.models.rules import Rulebook
 from cockpit.models.snapshot import Reachability
 from cockpit.models.text import visible
-from cockpit.services.alerts.notify import deliver
 from cockpit.services.config.acks import AckStore
 from cockpit.services.config.resources import shipped_dir
 from cockpit.services.config.rulebook import load_rulebook
@@ -42,6 +40,8 @@ from cockpit.services.custody.verify import make_pool, open_box, pull_folder
 from cockpit.services.transport import ssh
 from cockpit.services.transport.fleet import Fleet
 from cockpit.services.transport.remote import Box, SshBox
+from cockpit.services.watch.monitor import Monitor
+from cockpit.services.watch.wiring import deliver_for
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.commands import CockpitCommands
 from cockpit.ui.custody import VerifyScreen
@@ -91,10 +91,9 @@ class CockpitApp(App[int]):
         self.banners = banners
         self.fleet: Fleet | None = None
         self.rulebook = rulebook if rulebook is not None else load_rulebook()
-        self.trackers = {
-            inst.name: HostTracker(inst, loaded.profiles[inst.profile], self.rulebook)
-            for inst in loaded.sweep.instances
-        }
+        self.monitor = Monitor(loaded, self.rulebook, clock=clock,
+                               deliver=deliver_for(loaded), spawn=self._spawn_delivery)
+        self.trackers = self.monitor.trackers
         self.dirty: set[str] = set()
         self.cockpit_themes: list[str] = []
         for spec in shipped_themes():
@@ -111,7 +110,6 @@ class CockpitApp(App[int]):
         """Times the fleet worker died and was restarted (shown in the title)."""
         self.first_frame_at: float | None = None
         self.custody: dict[str, Custody] = {}
-        self.alert_latch = AlertLatch()
         self.alerts_fired: list[Alert] = []
         self._pool: ProcessPoolExecutor | None = None
 
@@ -169,11 +167,17 @@ class CockpitApp(App[int]):
     def absorb_isolated(self, event: FleetEvent) -> None:
         """`absorb`, but an event that fails is shown and dropped: one box's event must not
         end the worker that feeds every box (they would all keep showing stale numbers)."""
+        errors = self.monitor.errors
         try:
             self.absorb(event)
         except Exception as exc:  # isolation: one event, never the fleet
             self.fleet_errors += 1
             self.notify(f"an event could not be shown ({type(exc).__name__}: {exc})",
+                        title="cockpit", severity="error", timeout=10)
+            return
+        if self.monitor.errors != errors:
+            self.fleet_errors += 1
+            self.notify(f"an event could not be shown ({self.monitor.last_error})",
                         title="cockpit", severity="error", timeout=10)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -193,7 +197,8 @@ class CockpitApp(App[int]):
         """Feed one event to its tracker; the next repaint shows it."""
         if isinstance(event, HostStateChanged):
             state = event.state
-            self.trackers[state.instance].absorb_state(state)
+            if self.monitor.absorb(event) is None:
+                return
             self.dirty.add(state.instance)
             key = state.host_key
             prompt = (state.instance, state.reachability.value, key.fingerprint if key else "")
@@ -201,8 +206,8 @@ class CockpitApp(App[int]):
                 self._prompted_keys.add(prompt)
                 self.show_host_key(state.instance)
             return
-        self.trackers[event.snapshot.instance].absorb(event.snapshot)
-        self.dirty.add(event.snapshot.instance)
+        if self.monitor.absorb(event) is not None:
+            self.dirty.add(event.snapshot.instance)
 
     def repaint(self) -> None:
         """Push changed hosts to every live screen: one repaint per burst of events."""
@@ -240,19 +245,20 @@ class CockpitApp(App[int]):
                                 exit_on_error=False)
 
     def check_alerts(self) -> None:
-        """Ring the bell and toast each material event once; send it on if configured."""
-        now = self.clock()
-        settings = self.loaded.sweep.alerts
-        for name, tracker in self.trackers.items():
-            for alert in self.alert_latch.update(name, material(tracker, now)):
-                self.alerts_fired.append(alert)
-                self.bell()
-                self.notify(alert.text, title="cockpit alert", severity="warning", timeout=10)
-                if settings.webhook or settings.desktop:
-                    self.run_worker(deliver(alert, self.loaded.sweep.sweep,
-                                            webhook_url=settings.webhook,
-                                            desktop_enabled=settings.desktop),
-                                    group="alerts", exit_on_error=False)
+        """Judge every box (the monitor records and sends each material event once); ring the
+        bell and toast the ones that just became true."""
+        for alert in self.monitor.tick(self.clock()):
+            self.alerts_fired.append(alert)
+            self.bell()
+            self.notify(alert.text, title="cockpit alert", severity="warning", timeout=10)
+
+    def _spawn_delivery(self, job: Awaitable[Any]) -> object:
+        """Send an alert on a worker of the app's loop (asyncssh is never touched there)."""
+
+        async def run() -> None:
+            await job
+
+        return self.run_worker(run(), group="alerts", exit_on_error=False)
 
     # -- themes ------------------------------------------------------------------------------
     def _theme_changed(self, _theme: object) -> None:
