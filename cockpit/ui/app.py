@@ -27,6 +27,7 @@ from cockpit.models.alerts import Alert
 from cockpit.models.custody import FailureCause
 from cockpit.models.events import FleetEvent, HostStateChanged
 from cockpit.models.gate import ApprovedPlan, GateError
+from cockpit.models.history import HistoryItem, merge
 from cockpit.models.rules import Rulebook
 from cockpit.models.snapshot import Reachability
 from cockpit.models.text import visible
@@ -69,6 +70,7 @@ class CockpitApp(App[int]):
         Binding("q", "quit", "Quit (touches no remote)"),
         Binding("question_mark", "help", "Help"),
         Binding("t", "next_theme", "Theme"),
+        Binding("exclamation_mark", "events", "Events"),
     ]
 
     def __init__(
@@ -111,6 +113,10 @@ class CockpitApp(App[int]):
         self.first_frame_at: float | None = None
         self.custody: dict[str, Custody] = {}
         self.alerts_fired: list[Alert] = []
+        self.history_reader: Callable[[str | None], list[HistoryItem]] | None = None
+        """Reads the store's history for the events list (set when a store is open)."""
+        self.history_where = ""
+        self.history_error = ""
         self._pool: ProcessPoolExecutor | None = None
 
     def get_default_screen(self) -> Screen[Any]:
@@ -251,6 +257,32 @@ class CockpitApp(App[int]):
             self.alerts_fired.append(alert)
             self.bell()
             self.notify(alert.text, title="cockpit alert", severity="warning", timeout=10)
+
+    def history(self, instance: str | None = None) -> list[HistoryItem]:
+        """What happened, newest first: the store's history (when a store is open) and this
+        session's alerts, for the fleet or one box."""
+        stored: list[HistoryItem] = []
+        if self.history_reader is not None:
+            try:
+                stored = self.history_reader(instance)
+            except Exception as exc:  # a locked or damaged store must not close the list
+                self.history_error = visible(f"{type(exc).__name__}: {exc}"[:200])
+        return merge(stored, self.monitor.session_history(instance))
+
+    def history_source(self) -> str:
+        """Where the events list's rows come from, in words."""
+        if self.history_reader is None:
+            return "This session only (no store is open)."
+        text = f"From the store {self.history_where} and this session."
+        if self.history_error:
+            text += f" The store could not be read: {self.history_error}"
+        return text
+
+    def action_events(self) -> None:
+        """The fleet's events list (`!`)."""
+        from cockpit.ui.events import EventsScreen
+
+        self.push_screen(EventsScreen())
 
     def _spawn_delivery(self, job: Awaitable[Any]) -> object:
         """Send an alert on a worker of the app's loop (asyncssh is never touched there)."""

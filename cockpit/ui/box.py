@@ -48,6 +48,7 @@ class BoxScreen(CockpitScreen):
         Binding("S", "operation('stop')", "Stop"),
         Binding("X", "rerun", "Rerun cell"),
         Binding("c", "copy_hint", "Copy resume cmd"),
+        Binding("exclamation_mark", "events", "Events"),
         Binding("tab", "focus_next", "Next panel", show=False),
     ]
 
@@ -253,6 +254,12 @@ class BoxScreen(CockpitScreen):
 
     def action_verify(self) -> None:
         self.cockpit.open_verify(self.instance)
+
+    def action_events(self) -> None:
+        """This box's events list (`!`): the store's and this session's, newest first."""
+        from cockpit.ui.events import EventsScreen
+
+        self.cockpit.push_screen(EventsScreen(self.instance))
 
     def action_operation(self, verb: str) -> None:
         self.cockpit.start_operation(self.instance, verb)

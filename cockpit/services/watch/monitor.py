@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from cockpit.models.alerts import Alert, AlertLatch, material
 from cockpit.models.events import FleetEvent, HostStateChanged
+from cockpit.models.history import HistoryItem
 from cockpit.models.hostview import HostTracker
 from cockpit.models.rules import Rulebook
 from cockpit.models.text import visible
@@ -44,6 +45,11 @@ class ChannelResult:
     """True delivered, False failed, None skipped (rate-limited or not applicable)."""
     attempts: int = 0
     error: str = ""
+
+
+def alert_cell(alert: Alert) -> str:
+    """The cell an alert is about ("" for a box-wide one): a failed cell's key names it."""
+    return alert.key[2] if alert.kind == "cell-failed" and len(alert.key) > 2 else ""
 
 
 class Recorder(Protocol):
@@ -84,7 +90,8 @@ class Monitor:
             for inst in loaded.sweep.instances
         }
         self.latch = AlertLatch()
-        self.fired: deque[Alert] = deque(maxlen=MAX_FIRED)
+        self.fired: deque[tuple[float, Alert]] = deque(maxlen=MAX_FIRED)
+        """(when, alert) of every alert fired this session, oldest first."""
         self.errors = 0
         """Events that could not be absorbed (counted and dropped)."""
         self.last_error = ""
@@ -142,7 +149,7 @@ class Monitor:
                 self.last_error = visible(f"{name}: {type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT])
                 continue
             fresh.extend(self.latch.update(name, current))
-        self.fired.extend(fresh)
+        self.fired.extend((now, alert) for alert in fresh)
         if self.recorder is not None:
             try:
                 self.recorder.record_tick(now, self.trackers, fresh)
@@ -153,6 +160,11 @@ class Monitor:
             for alert in fresh:
                 self.spawn(self._send(alert))
         return fresh
+
+    def session_history(self, instance: str | None = None) -> list[HistoryItem]:
+        """This session's alerts as history items (newest first), optionally for one box."""
+        return [HistoryItem(at, a.instance, a.kind, a.text, cell=alert_cell(a), detail=a.detail)
+                for at, a in reversed(self.fired) if instance is None or a.instance == instance]
 
     async def _send(self, alert: Alert) -> Sequence[ChannelResult]:
         """Deliver one alert on every channel and record how it went; never raises."""
