@@ -17,9 +17,18 @@ from typing import TYPE_CHECKING
 from cockpit.models.durations import format_duration
 from cockpit.models.queue import CellState
 from cockpit.models.snapshot import Reachability
+from cockpit.models.text import visible
 
 if TYPE_CHECKING:
     from cockpit.models.hostview import HostTracker
+
+MESSAGE_LIMIT = 600
+"""Characters of one notification message. A phone's lock screen shows a few lines; chat
+apps take more, but SMS-sized channels would split a long one into many parts, and the full
+evidence stays in the TUI and `cockpit report`."""
+MESSAGE_LINE_LIMIT = 280
+"""Characters of one line of a message (box and cell, what happened, what to do): a cell
+name or a cause comes from a box's log and may be any length."""
 
 STALE_ALERT_S = 300.0
 """A box unreachable this long is worth an alert (shorter drops are routine)."""
@@ -40,6 +49,23 @@ class Alert:
         """The JSON body a webhook receives."""
         return {"sweep": sweep, "instance": self.instance, "kind": self.kind, "text": self.text,
                 "detail": self.detail}
+
+    def message(self, sweep: str) -> str:
+        """The short plain-text notification (chat apps, e-mail, ntfy): the sweep and box, the
+        cell when there is one, what happened, and what to do.
+
+        Three lines of at most `MESSAGE_LINE_LIMIT` characters, `MESSAGE_LIMIT` in all. The
+        cell name, the cause and the advice quote a box's logs: each is passed through
+        `visible` (controls and newlines shown, never obeyed) and sent as text, never markup.
+        """
+        cell = self.key[2] if self.kind == "cell-failed" and len(self.key) > 2 else ""
+        where = f"{self.instance}, cell {cell}" if cell else self.instance
+        what = self.text.removeprefix(f"{self.instance}: ")
+        lines = [f"cockpit {sweep}: {where}", what]
+        if self.detail:
+            lines.append(f"Next: {self.detail}")
+        shown = [visible(line, limit=MESSAGE_LINE_LIMIT) for line in lines]
+        return visible("\n".join(shown), one_line=False, limit=MESSAGE_LIMIT)
 
 
 def material(tracker: HostTracker, now: float) -> list[Alert]:

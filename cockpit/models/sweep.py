@@ -8,7 +8,9 @@ are always shell-quoted, never interpolated raw.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
+import threading
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -218,6 +220,64 @@ class SshSettings(Strict):
     keepalive_count_max: Annotated[int, Field(ge=1, le=100)] = 3
 
 
+MAX_NOTIFY_URL = 2048
+"""Characters of one `alerts.notify` URL: webhook URLs with tokens run to ~200; a longer
+value is a paste error, and the URL is parsed again on every delivery."""
+
+
+class _DropOwnThread(logging.Filter):
+    """Drops the records the current thread logs (apprise's own logging while a URL is
+    checked: its messages quote parts of the URL, which holds tokens)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread != self.thread
+
+
+def _check_notify_url(value: str) -> str:
+    """An apprise URL whose scheme apprise knows and which apprise can load.
+
+    Imports apprise only when a sweep lists a URL (it loads ~250 plugins, ~0.2 s). The error
+    names the scheme, never the URL: its path and user parts are tokens."""
+    if _CONTROL.search(value) or any(c.isspace() for c in value):
+        raise ValueError("a notify URL may not contain spaces or control characters")
+    scheme, sep, _ = value.partition("://")
+    if not sep or not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]{0,31}", scheme):
+        raise ValueError("use an apprise URL such as slack://…, dingtalk://…, json://host/path")
+    import apprise  # lazy: only sweeps that notify pay for it
+    from apprise.manager_plugins import NotificationManager
+
+    plugins = NotificationManager()  # type: ignore[no-untyped-call]  # apprise leaves it untyped
+    known = scheme.lower() in plugins or scheme.lower() in ("http", "https")
+    if not known:
+        raise ValueError(f"{scheme}:// is not a scheme apprise knows (see "
+                         f"https://appriseit.com/services/ for the list)")
+    drop = _DropOwnThread()
+    log = logging.getLogger("apprise")
+    log.addFilter(drop)
+    try:
+        loaded = apprise.Apprise.instantiate(value)
+    finally:
+        log.removeFilter(drop)
+    if loaded is None:
+        hint = (" (a Slack webhook URL is; for a plain JSON POST use json:// or jsons://, or "
+                "the `webhook` key)") if scheme.lower() in ("http", "https") else \
+            " (a token or field is missing or malformed)"
+        raise ValueError(f"apprise cannot use this {scheme}:// URL{hint}")
+    return value
+
+
+MAX_NOTIFY_URLS = 16
+"""Channels one sweep may list: every alert goes to each, so more is a paste error (and
+bounds the threads one alert can start)."""
+
+NotifyUrl = Annotated[str, Field(min_length=1, max_length=MAX_NOTIFY_URL),
+                      AfterValidator(_check_notify_url)]
+
+
 class AlertSettings(Strict):
     """Where material events go besides the terminal bell and a toast."""
 
@@ -225,6 +285,10 @@ class AlertSettings(Strict):
     """A desktop notification through `notify-send`, when it is installed."""
     webhook: Annotated[str, Field(pattern=r"^https?://\S+$")] | None = None
     """POST one JSON document per event here (timeout and bounded retry)."""
+    notify: Annotated[tuple[NotifyUrl, ...], Field(max_length=MAX_NOTIFY_URLS)] = ()
+    """Apprise URLs (`slack://…`, `dingtalk://…`, `feishu://…`, `tgram://…`, `ntfy://…`,
+    `mailto://…`, `json://…`): one short plain-text message per event to each, rate-limited
+    per channel. Each URL's scheme is checked against apprise's plugins when the sweep loads."""
 
 
 class Sweep(Strict):
