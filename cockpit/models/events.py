@@ -22,6 +22,9 @@ class SnapshotTaken:
     record: bytes = b""
     """The framed probe record it was parsed from (bounded by the fleet's record limit), so the
     watcher can keep it in the store and a TUI following that store parses it the same way."""
+    base: bool = False
+    """The record carries the master log's marks (first contact, or asked again on purpose):
+    a follower's replay can start here."""
 
 
 FleetEvent = HostStateChanged | SnapshotTaken

@@ -176,6 +176,7 @@ class HostWatcher:
         backoff: Backoff | None = None,
         record_timeout: float = 20.0,
         record_limit: float = 300.0,
+        rebase_every: int = 0,
     ) -> None:
         self.instance = instance
         self.profile = profile
@@ -188,7 +189,7 @@ class HostWatcher:
         """Seconds without the awaited record before the box shows as stale (data this old)."""
         self.record_limit = record_limit
         """Seconds before a probe that still has not answered is given up and restarted."""
-        self.plan = ProbePlan(instance, profile)
+        self.plan = ProbePlan(instance, profile, rebase_every=rebase_every)
         self.conn: Any = None
         self.probe: ProbeChannel | None = None
         self.probe_restarts = 0
@@ -320,9 +321,14 @@ class HostWatcher:
             from cockpit.services.transport.nvml import read_gpus
 
             snap = dataclasses.replace(snap, gpu=await asyncio.to_thread(read_gpus))
+        marks = self.plan.marks
         self.plan.absorb(snap)
+        if marks == "rebase":
+            # The marks were asked for again only so this record can start a follower's
+            # replay; this box's own model has them already and must not read them twice.
+            snap = dataclasses.replace(snap, queue=dataclasses.replace(snap.queue, queue_marks=None))
         self.last_snapshot = snap
-        self.emit(SnapshotTaken(snap, record))
+        self.emit(SnapshotTaken(snap, record, base=bool(marks)))
         return snap
 
     async def run(self, interval: float) -> None:
@@ -359,14 +365,17 @@ class Fleet:
         *,
         clock: Clock = time.time,
         backoff: Backoff | None = None,
+        rebase_s: float = 0.0,
     ) -> None:
         self.sweep = sweep
         self.interval = parse_duration(sweep.interval)
+        rebase_every = max(1, round(rebase_s / self.interval)) if rebase_s > 0 else 0
         self.queue: asyncio.Queue[FleetEvent] = asyncio.Queue()
         self.backoff = backoff or Backoff()
         self.watchers = {
             inst.name: HostWatcher(inst, profiles[inst.profile], sweep.ssh, sweep_dir,
-                                   emit=self.queue.put_nowait, clock=clock, backoff=backoff)
+                                   emit=self.queue.put_nowait, clock=clock, backoff=backoff,
+                                   rebase_every=rebase_every)
             for inst in sweep.instances
         }
         self._tasks: dict[str, asyncio.Task[None]] = {}

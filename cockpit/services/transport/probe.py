@@ -112,6 +112,12 @@ class ProbePlan:
     """The queue file as last read; it is re-read only when its size or mtime changes."""
     gpu_apps: bool = False
     """The last record listed GPU processes: ask for the process tree to place them."""
+    rebase_every: int = 0
+    """Ask for the master log's marks again every this many ticks (0: only on first contact),
+    so a record that can start a replay (a *base*) recurs: `cockpit watch` keeps records from
+    the latest base for TUIs that follow it instead of probing the boxes themselves."""
+    marks: str = ""
+    """Why the latest request asked for marks: `first` (first contact), `rebase`, or ""."""
 
     def request(self) -> tuple[int, bytes]:
         """The next tick's request and its sequence number."""
@@ -125,7 +131,12 @@ class ProbePlan:
             lines.append(f"stat queue {inst.queue}")
             if self._queue_changed:
                 lines.append(f"text {inst.queue}")
+        self.marks = ""
         if inst.queue_log and self.cursors.get(inst.queue_log, LogCursor()).offset < 0:
+            self.marks = "first"
+        elif inst.queue_log and self.rebase_every > 0 and self.seq % self.rebase_every == 0:
+            self.marks = "rebase"
+        if self.marks:
             lines.append(f"marks {inst.queue_log}")
         if inst.run_logs:
             lines.append(f"dir {inst.run_logs}")

@@ -32,10 +32,12 @@ from typing import Any, TextIO
 from cockpit.models.alerts import Alert
 from cockpit.models.events import FleetEvent, HostStateChanged, SnapshotTaken
 from cockpit.models.text import json_text
+from cockpit.services.alerts.notify import ChannelResult
 from cockpit.services.config.rulebook import load_rulebook
 from cockpit.services.config.sweepfile import LoadedSweep, load_sweep
 from cockpit.services.config.yamlfile import ConfigError
-from cockpit.services.watch.monitor import ChannelResult, Monitor, Recorder
+from cockpit.services.watch.feed import REBASE_S, FeedWriter
+from cockpit.services.watch.monitor import Monitor, Recorder
 
 TICK_S = 1.0
 """How often every box is judged: the TUI repaints (and judges) at this pace too."""
@@ -80,6 +82,8 @@ class WatchOptions:
     once: bool = False
     db_path: Path | None = None
     metrics: tuple[str, int] | None = None
+    feed_path: Path | None = None
+    """Where to keep records for following TUIs (None: no feed)."""
 
 
 Opener = Callable[[LoadedSweep, Path | None], tuple[Recorder | None, Callable[[], None]]]
@@ -114,6 +118,8 @@ class Watch:
         self.stopping = asyncio.Event()
         self.reload_requested = False
         self.recorder: Recorder | None = None
+        self.feed: FeedWriter | None = None
+        """Records for TUIs that follow this watcher instead of probing (not with --once)."""
         self._close_store: Callable[[], None] = lambda: None
         deliver = deliver_for(loaded) if deliver_for is not None else None
         self.monitor = Monitor(loaded, load_rulebook(), clock=clock, deliver=deliver,
@@ -133,6 +139,15 @@ class Watch:
         return task
 
     def _absorb(self, event: FleetEvent) -> None:
+        if self.feed is not None:
+            try:
+                if isinstance(event, SnapshotTaken):
+                    self.feed.add(event)
+                else:
+                    self.feed.state(event.state)
+            except Exception as exc:  # the feed is a cache: failing it must not stop watching
+                self.log("error", what="the follower feed could not be written",
+                         reason=f"{type(exc).__name__}: {exc}"[:300])
         name = self.monitor.absorb(event)
         if name is None:
             self.log("error", what="an event could not be absorbed", reason=self.monitor.last_error)
@@ -224,6 +239,8 @@ class Watch:
         from cockpit.services.transport.fleet import Fleet
 
         self._open_store(self.loaded)
+        if self.options.feed_path is not None:
+            self.feed = FeedWriter(self.options.feed_path)
         self._install_signals()
         metrics = None
         try:
@@ -236,7 +253,7 @@ class Watch:
                 started()
             while not self.stopping.is_set():
                 fleet = Fleet(self.loaded.sweep, self.loaded.profiles, self.loaded.directory,
-                              clock=self.clock)
+                              clock=self.clock, rebase_s=REBASE_S if self.feed else 0.0)
                 fleet.start()
                 try:
                     await self._run_fleet(fleet)
@@ -257,6 +274,8 @@ class Watch:
                 with contextlib.suppress(Exception):
                     metrics()
             self._remove_signals()
+            if self.feed is not None:
+                self.feed.close()
             self._close_store()
 
     async def _run_fleet(self, fleet: Any) -> None:

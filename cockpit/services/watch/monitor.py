@@ -17,7 +17,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cockpit.models.alerts import Alert, AlertLatch, material
@@ -26,6 +25,7 @@ from cockpit.models.history import HistoryItem
 from cockpit.models.hostview import HostTracker
 from cockpit.models.rules import Rulebook
 from cockpit.models.text import visible
+from cockpit.services.alerts.notify import ChannelResult
 from cockpit.services.config.sweepfile import LoadedSweep
 
 MAX_FIRED = 1000
@@ -33,18 +33,6 @@ MAX_FIRED = 1000
 box whose condition flaps must not grow this without end."""
 MAX_ERROR_TEXT = 300
 """Characters kept of an event that failed to be absorbed (it may quote a box's text)."""
-
-
-@dataclass(frozen=True)
-class ChannelResult:
-    """How one alert went out on one channel."""
-
-    channel: str
-    """The channel's label with every secret removed (`slack://…`, `webhook https://host/…`)."""
-    ok: bool | None
-    """True delivered, False failed, None skipped (rate-limited or not applicable)."""
-    attempts: int = 0
-    error: str = ""
 
 
 def alert_cell(alert: Alert) -> str:

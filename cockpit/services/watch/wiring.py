@@ -10,30 +10,20 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from cockpit.models.alerts import Alert
+from cockpit.services.alerts.notify import ChannelResult
 from cockpit.services.config.sweepfile import LoadedSweep
-from cockpit.services.watch.monitor import ChannelResult, Recorder
+from cockpit.services.watch.monitor import Recorder
 
 
 def deliver_for(loaded: LoadedSweep) -> Callable[[Alert], Awaitable[Sequence[ChannelResult]]] | None:
-    """The sweep's channels as one `deliver(alert)`; None when none is configured."""
-    from cockpit.services.alerts import notify
+    """The sweep's channels (desktop, webhook, apprise URLs) as one `deliver(alert)`, with
+    their rate limits; None when none is configured."""
+    from cockpit.services.alerts.notify import Notifier
 
     settings = loaded.sweep.alerts
-    sweep = loaded.sweep.sweep
-    if not (settings.webhook or settings.desktop):
+    if not (settings.webhook or settings.desktop or settings.notify):
         return None
-
-    async def deliver(alert: Alert) -> Sequence[ChannelResult]:
-        sent = await notify.deliver(alert, sweep, webhook_url=settings.webhook,
-                                    desktop_enabled=settings.desktop)
-        results: list[ChannelResult] = []
-        if sent.desktop is not None:
-            results.append(ChannelResult("desktop", sent.desktop, 1))
-        if sent.webhook is not None:
-            results.append(ChannelResult("webhook", sent.webhook, sent.attempts, sent.error))
-        return results
-
-    return deliver
+    return Notifier(settings, loaded.sweep.sweep).deliver
 
 
 def open_store(loaded: LoadedSweep, db_path: Path | None) -> tuple[Recorder | None, Callable[[], None]]:
