@@ -1,0 +1,1 @@
+"""metrics subsystem (see DESIGN.md): the OpenMetrics endpoint over the live trackers."""
