@@ -178,3 +178,56 @@ def test_watch_alone_notices_a_failed_cell_and_posts_it(sshd: Sshd, tmp_path: Pa
     lines.thread.join(timeout=5)
     assert lines.items[-1]["event"] == "stopped"
     assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
+
+
+@pytest.mark.sshd
+async def test_a_tui_follows_the_watcher_without_probing(sshd: Sshd, tmp_path: Path,
+                                                         receiver: Receiver) -> None:
+    """The follower replays the watcher's feed: the box's queue and its failure reach the TUI's
+    model, and the TUI opened no SSH connection of its own."""
+    import asyncio
+
+    from cockpit.models.queue import CellState
+    from cockpit.services.config.acks import AckStore
+    from cockpit.services.config.sweepfile import load_sweep
+    from cockpit.services.watch.feed import feed_path, follow
+    from cockpit.ui.app import CockpitApp
+
+    box = write_box(tmp_path)
+    config = sshd.write_client_files("gpu-box-1", tmp_path)
+    sweep = write_sweep(tmp_path, config, box, receiver.url)
+    db = tmp_path / "store" / "watch-e2e.db"
+    proc = start_watch(sweep, db)
+    lines = Lines(proc)
+    try:
+        lines.wait_for(lambda i: i["event"] == "state" and i["reachability"] == "connected",
+                       "connected state")
+        feed = feed_path(db)
+        app = CockpitApp(load_sweep(sweep), banners=False, acks=AckStore(tmp_path / "acks.json"),
+                         source=lambda: follow(feed, {"b1"}, poll_s=0.2))
+        async with app.run_test() as pilot:
+            tracker = app.trackers["b1"]
+
+            async def until(check: Any, what: str) -> None:
+                deadline = time.monotonic() + DEADLINE_S
+                while not check():
+                    assert time.monotonic() < deadline, f"no {what}: {''.join(lines.raw)[-2000:]}"
+                    await asyncio.sleep(0.2)
+
+            await until(lambda: tracker.snapshot is not None, "record replayed from the feed")
+            cells = {c.name: c.state for c in tracker.queue_view().cells}
+            # Started, not finished, and no queue runner on this test box: what a probe says.
+            assert cells == {"cellA": CellState.INTERRUPTED, "cellB": CellState.PENDING}, cells
+            with (box / "master.log").open("a") as log:
+                log.write("[2026-11-24 10:05:00] [1/2] FINISHED cellA (exit=1)\n")
+            await until(lambda: {c.name: c.state for c in tracker.queue_view().cells}["cellA"]
+                        is CellState.FAILED, "the failure, followed")
+            assert app.fleet is None, "a follower opens no probes of its own"
+            await pilot.press("q")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()

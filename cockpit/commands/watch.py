@@ -66,8 +66,11 @@ def run(args: argparse.Namespace) -> int:
             extra += ["--metrics", f"{args.metrics[0]}:{args.metrics[1]}"]
         sys.stdout.write(daemon.systemd_unit(args.sweep, extra=extra))
         return daemon.EXIT_OK
-    options = daemon.WatchOptions(args.sweep, once=args.once, db_path=args.db,
-                                  metrics=args.metrics)
+    from cockpit.services.watch.feed import feed_path
+
+    db = wiring.store_path(loaded, args.db)
+    options = daemon.WatchOptions(args.sweep, once=args.once, db_path=db, metrics=args.metrics,
+                                  feed_path=None if args.once else feed_path(db))
     log = daemon.JsonLog(sys.stdout)
     watch = daemon.Watch(options, loaded, log, open_store=wiring.open_store,
                          deliver_for=wiring.deliver_for)

@@ -26,6 +26,18 @@ def deliver_for(loaded: LoadedSweep) -> Callable[[Alert], Awaitable[Sequence[Cha
     return Notifier(settings, loaded.sweep.sweep).deliver
 
 
+def store_path(loaded: LoadedSweep, override: Path | None = None) -> Path:
+    """The sweep's store: `--db`, else `$XDG_DATA_HOME/cockpit/<sweep>.db`."""
+    if override is not None:
+        return override
+    import re
+
+    from cockpit.services.config.paths import data_dir
+
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", loaded.sweep.sweep)[:100].lstrip(".") or "sweep"
+    return data_dir() / f"{safe}.db"
+
+
 def open_store(loaded: LoadedSweep, db_path: Path | None) -> tuple[Recorder | None, Callable[[], None]]:
     """The sweep's store opened as its one writer (no store yet: nothing is recorded)."""
     return None, lambda: None
