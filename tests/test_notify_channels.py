@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
 
 from cockpit.models.alerts import MESSAGE_LIMIT, Alert
 from cockpit.models.sweep import AlertSettings
@@ -154,6 +156,23 @@ async def test_failing_channel_reports_error_without_secrets(
     ours = "\n".join(r.getMessage() for r in caplog.records if r.name != "werkzeug")
     assert "DingTalk URL" in ours and "POST /robot/send" in ours
     assert_no_secret(ours, DING_TOKEN, JSON_PASSWORD)
+
+
+async def test_a_channel_that_never_answers_times_out(httpserver: HTTPServer) -> None:
+    release = threading.Event()
+
+    def hang(request: Request) -> Response:
+        release.wait(30)  # answers only when the test is over
+        return Response("late")
+
+    httpserver.expect_request("/hang").respond_with_handler(hang)
+    hub = notifier(f"json://127.0.0.1:{httpserver.port}/hang", timeout=0.5, attempts=1)
+    try:
+        [result] = await hub.deliver(failed_alert())
+    finally:
+        release.set()
+    assert result.ok is False and result.attempts == 1
+    assert "did not finish" in result.error, result.error
 
 
 async def test_rate_limit_holds_back_and_counts(httpserver: HTTPServer) -> None:
