@@ -13,14 +13,16 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from tests.sshd import Sshd
+from tests.sshd import Sshd, free_port
 
 DEADLINE_S = 60.0
 
@@ -146,12 +148,26 @@ def test_watch_alone_notices_a_failed_cell_and_posts_it(sshd: Sshd, tmp_path: Pa
     config = sshd.write_client_files("gpu-box-1", tmp_path)
     sweep = write_sweep(tmp_path, config, box, receiver.url)
     db = tmp_path / "store" / "watch-e2e.db"
-    proc = start_watch(sweep, db)
+    port = free_port()
+    proc = start_watch(sweep, db, "--metrics", f"127.0.0.1:{port}")
     lines = Lines(proc)
     try:
         lines.wait_for(lambda i: i["event"] == "started", "start line")
         lines.wait_for(lambda i: i["event"] == "state" and i["reachability"] == "connected",
                        "connected state")
+        # The endpoint serves the box: scraped over HTTP, read with prometheus_client's parser.
+        assert lines.wait_for(lambda i: i["event"] == "metrics", "metrics line")["listen"].endswith(
+            f":{port}/metrics")
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+            families = {f.name: f for f in text_string_to_metric_families(body.decode())}
+            cells = [s for f in families.values() for s in f.samples
+                     if "cells" in s.name and s.labels.get("instance") == "b1"]
+            if cells or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert cells, sorted(families)
         # The cell dies while nobody has a terminal open.
         with (box / "runs" / "logs" / "cellA.log").open("a") as log:
             log.write("Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"

@@ -7,22 +7,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-DEFAULT_METRICS_HOST = "127.0.0.1"
-
 
 def parse_listen(text: str) -> tuple[str, int]:
-    """`HOST:PORT`, `:PORT` or `PORT` (loopback unless a host is named) for `--metrics`."""
-    host, sep, port_text = text.rpartition(":")
-    if not sep:
-        host, port_text = "", text
-    host = host.strip("[]") or DEFAULT_METRICS_HOST
+    """`--metrics HOST:PORT` (loopback unless a host is named), as argparse's type."""
+    from cockpit.services.metrics.endpoint import BindError, parse_bind
+
     try:
-        port = int(port_text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--metrics wants HOST:PORT, got {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"--metrics port out of range: {port}")
-    return host, port
+        return parse_bind(text)
+    except BindError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_parser(subparsers: Any) -> None:
@@ -73,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
                                   feed_path=None if args.once else feed_path(db))
     log = daemon.JsonLog(sys.stdout)
     watch = daemon.Watch(options, loaded, log, open_store=wiring.open_store,
-                         deliver_for=wiring.deliver_for)
+                         deliver_for=wiring.deliver_for, serve_metrics=wiring.serve_metrics)
     try:
         if args.once:
             return asyncio.run(watch.once())

@@ -119,6 +119,7 @@ class Watch:
         self.reload_requested = False
         self.recorder: Recorder | None = None
         self.feed: FeedWriter | None = None
+        self.metrics_handle: Callable[[], None] | None = None
         """Records for TUIs that follow this watcher instead of probing (not with --once)."""
         self._close_store: Callable[[], None] = lambda: None
         deliver = deliver_for(loaded) if deliver_for is not None else None
@@ -307,7 +308,8 @@ class Watch:
             raise RuntimeError("no metrics endpoint is available in this build")
         host, port = where
         stop = self.serve_metrics(host, port, self.monitor)
-        self.log("metrics", listen=f"{host}:{port}")
+        self.metrics_handle = stop
+        self.log("metrics", listen=str(getattr(stop, "url", f"{host}:{port}")))
         return stop
 
 

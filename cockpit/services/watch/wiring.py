@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from cockpit.models.alerts import Alert
 from cockpit.services.alerts.notify import ChannelResult
 from cockpit.services.config.sweepfile import LoadedSweep
-from cockpit.services.watch.monitor import Recorder
+from cockpit.services.watch.monitor import Monitor, Recorder
 
 
 def deliver_for(loaded: LoadedSweep) -> Callable[[Alert], Awaitable[Sequence[ChannelResult]]] | None:
@@ -24,6 +25,19 @@ def deliver_for(loaded: LoadedSweep) -> Callable[[Alert], Awaitable[Sequence[Cha
     if not (settings.webhook or settings.desktop or settings.notify):
         return None
     return Notifier(settings, loaded.sweep.sweep).deliver
+
+
+def serve_metrics(host: str, port: int, monitor: Monitor) -> Callable[[], None]:
+    """The OpenMetrics endpoint over the monitor's trackers (re-read each publish, so a SIGHUP
+    that changes the boxes changes the metrics); the returned handle stops it when called."""
+    from cockpit.services.metrics.endpoint import serve
+
+    return serve(host, port, lambda: list(monitor.trackers.values()))
+
+
+def metrics_url(watch: Any) -> str:
+    """The scrape URL of a running watcher's endpoint ("" when it serves none)."""
+    return str(getattr(watch.metrics_handle, "url", ""))
 
 
 def store_path(loaded: LoadedSweep, override: Path | None = None) -> Path:
