@@ -41,7 +41,7 @@ def findings(text: str) -> list[Finding]:
     ("RuntimeError: DataLoader worker (pid 4321) is killed by signal: Bus error. It is possible "
      "that dataloader's workers are out of shared memory.", "DP15", "environment"),
     ("NVRM: Xid (PCI:0000:3b:00): 79, pid=2211, GPU has fallen off the bus.", "U22", "hardware"),
-    ("NVRM: Xid (PCI:0000:3b:00): 13, pid=2211, Graphics SM Warp Exception", "XID", "ops"),
+    ("NVRM: Xid (PCI:0000:3b:00): 13, pid=2211, Graphics SM Warp Exception", "XID", "hardware"),
     ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4242.batch.", "SLURM4", "host-oom"),
     ("slurmstepd: error: *** JOB 4242 ON node07 CANCELLED AT 2026-11-20T03:12:44 DUE TO TIME "
      "LIMIT ***", "SLURM-TIMEOUT", "ops"),

@@ -18,7 +18,7 @@ How a log is read (issue 4, platform-facts §3):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from cockpit.models.rules import TRACEBACK, Rule, Rulebook
@@ -175,6 +175,9 @@ class LogClassifier:
             line = buf[start:stop]
             header = line.find(_HEADER)
             if header >= 0:
+                # What precedes the header on its line is a line of its own that lost its
+                # newline (a tqdm bar, `^C` echoed by the terminal): judge it as one.
+                self._prefix_finding(line[:header], out)
                 self._tb = _Traceback(prefix=line[:header])
                 self._line_no += 1
                 counted = pos = stop + 1
@@ -186,6 +189,11 @@ class LogClassifier:
         self._line_no += buf.count(b"\n", counted, end)
         if end:
             self._carry_hits = set()  # the carried line, if any, is complete now
+
+    def _prefix_finding(self, prefix: bytes, out: list[Finding]) -> None:
+        match = self.rulebook.scanner.search(prefix) if prefix.strip() else None
+        if match is not None:
+            self._line_finding(prefix, match.start(), match.end(), set(), out)
 
     def _line_finding(self, line: bytes, m_start: int, m_end: int, quiet: set[str],
                       out: list[Finding]) -> None:
@@ -313,3 +321,48 @@ def classify_bytes(rulebook: Rulebook, chunks: Iterable[bytes]) -> list[Finding]
         out += classifier.feed(chunk)
     out += classifier.finish()
     return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The primary cause of one log excerpt: the event that names what happened to the run."""
+
+    rule: Rule
+    line_no: int | None
+    """Line of the evidence, or None when only the exit code named it."""
+    excerpt: str
+    finding: Finding | None = None
+    """The finding it came from (None for an exit code)."""
+
+    @property
+    def klass(self) -> str:
+        """The cause's class (real-bug, host-oom, ...)."""
+        return self.rule.klass
+
+
+def primary_cause(findings: Sequence[Finding]) -> Finding | None:
+    """The finding that names a log's cause, in evidence order (issue 17).
+
+    Scheduler and launcher state and signals come first (a Slurm oom-kill, torchrun's
+    `exitcode: -9`, a preemption), then kernel and driver lines (Xid, fallen off the bus, the
+    kernel OOM killer), then the program's own text (exceptions, library messages); within a
+    tier the earliest event wins. Symptoms (an NCCL watchdog timeout, the launcher's
+    `ChildFailedError`, a DataLoader worker that died) name the log only when nothing else
+    does, because the peer's or the worker's own error is the cause."""
+    return min(findings, key=lambda f: (f.rule.rank, f.line_no), default=None)
+
+
+def classify_excerpt(rulebook: Rulebook, data: bytes, exit_code: int | None = None,
+                     runner_known: bool = False) -> Verdict | None:
+    """One verdict for a whole log excerpt: its primary cause, or None when it is clean.
+
+    `exit_code` (with `runner_known`, see `Rulebook.for_exit`) names the run only when the
+    log holds no event at all: a bare code from an unknown runner says nothing."""
+    cause = primary_cause(classify_bytes(rulebook, [data]))
+    if cause is not None:
+        return Verdict(cause.rule, cause.line_no, cause.excerpt, cause)
+    if exit_code:
+        rule = rulebook.for_exit(exit_code, runner_known)
+        if rule is not None:
+            return Verdict(rule, None, f"exit {exit_code}")
+    return None

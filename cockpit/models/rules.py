@@ -26,6 +26,13 @@ RuleClass = Literal[
 SEVERE_CLASSES: frozenset[str] = frozenset({"real-bug", "host-oom", "hardware", "disk-full"})
 """Classes that make `cockpit classify` exit 1: the run is lost or the box is unsafe."""
 
+Tier = Literal["scheduler", "kernel", "text", "symptom"]
+TIERS: tuple[str, ...] = ("scheduler", "kernel", "text", "symptom")
+"""Evidence order, strongest first (issue 17). What a scheduler or launcher says about the
+process (Slurm state, a signal, a preemption) outranks what the kernel or the GPU driver logged,
+which outranks what the program printed; a symptom (an NCCL watchdog firing because a peer died,
+a launcher's `ChildFailedError` wrapper) names the run only when nothing else does."""
+
 def _check_pattern(value: str) -> str:
     problem = regex.syntax_error(value)
     if problem is not None:
@@ -61,6 +68,13 @@ class RuleSpec(BaseModel):
     (`KeyError: ...` alone on a line elsewhere is just text)."""
     exit_codes: tuple[int, ...] = ()
     """A cell that FINISHED with one of these codes and no matching log line gets this rule."""
+    tier: Tier = "text"
+    """Where the evidence comes from (see `TIERS`): picks a log's primary cause when it holds
+    several events (`cockpit.models.classify.primary_cause`)."""
+    warning: bool = False
+    """The failure is one that libraries report as a Python warning (CUDA capability not
+    supported, driver too old, not enough disk space): the rule matches even on a line that
+    the `ignore` patterns drop as a handled warning."""
     source: str = ""
     """Where the fact comes from (catalog section), for people maintaining the rulebook."""
 
@@ -112,6 +126,11 @@ class Rule:
         """Whether this class means the run is lost or the box unsafe."""
         return self.spec.klass in SEVERE_CLASSES
 
+    @property
+    def rank(self) -> int:
+        """The rule's tier as a number: lower is stronger evidence (`TIERS`)."""
+        return TIERS.index(self.spec.tier)
+
 
 TRACEBACK = r"Traceback \(most recent call last\):"
 
@@ -147,9 +166,10 @@ class Rulebook:
         `traceback` holds the traceback's lines when `line` is its exception line; rules
         with a `context` or the `traceback` scope match only then.
         """
-        if self.ignore is not None and self.ignore.search(line):
-            return None
+        ignored = self.ignore is not None and self.ignore.search(line) is not None
         for rule in self.rules:
+            if ignored and not rule.spec.warning:
+                continue
             if rule.matcher is None or not rule.matcher.search(line):
                 continue
             if rule.spec.scope == "traceback" and traceback is None:
