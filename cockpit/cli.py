@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -15,10 +16,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
     from cockpit.models.sweep import Instance
     from cockpit.services.config.sweepfile import LoadedSweep
+    from cockpit.services.transport.fleet import InstanceStatus
 
 EXIT_OK, EXIT_SOME_FAILED, EXIT_INVALID = 0, 1, 2
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT, what a shell reports for a command stopped by Ctrl-C."""
+
+PIPE_WIDTH = 400
+"""Columns for text sent to a pipe or a file, which has no width of its own: wide enough that
+instance names, paths and fingerprints are never cut or wrapped for `grep`/`less -S`, while a
+table still takes only the width its contents need."""
+
+TEARDOWN_ONLY_IN_TUI = ("teardown runs only from the TUI's teardown screen (cockpit attach "
+                        "SWEEP, then the instance's teardown), after N/N and a typed approval; "
+                        "this command prints the plan: add --dry-run")
 
 
 def _say(text: object, *, err: bool = False, end: str = "\n") -> None:
@@ -42,6 +58,22 @@ def _say_json(document: object) -> None:
     sys.stdout.write(json_text(document) + "\n")
 
 
+def _console(*, err: bool = False) -> Console:
+    """A Rich console for tables: the terminal's width on a TTY, `PIPE_WIDTH` otherwise.
+
+    Rich falls back to 80 columns when stdout is not a terminal, which cut names and paths in
+    `cockpit status | grep`; a pipe has no width, so it gets a wide one. Markup, highlighting
+    and emoji codes are off: every cell is a `Text` already made visible (`remote_text`).
+    """
+    import shutil
+
+    from rich.console import Console
+
+    stream = sys.stderr if err else sys.stdout
+    width = shutil.get_terminal_size().columns if stream.isatty() else PIPE_WIDTH
+    return Console(file=stream, width=width, markup=False, highlight=False, emoji=False)
+
+
 def _build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:
     """The argument parser, and the handlers of the commands that live in `cockpit.commands`."""
     from cockpit import commands
@@ -61,6 +93,12 @@ def _build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpar
     attach = sub.add_parser("attach", help="open the TUI on a sweep file (attaches to running work)")
     attach.add_argument("sweep", type=Path)
     attach.add_argument("--theme", default=None)
+    attach.add_argument("--probe", action="store_true",
+                        help="probe the boxes even while a `cockpit watch` follows them")
+    attach.add_argument("--db", type=Path, default=None,
+                        help="the store (default: $XDG_DATA_HOME/cockpit/<sweep>.db)")
+    attach.add_argument("--metrics", default=None, metavar="HOST:PORT",
+                        help="serve OpenMetrics for Prometheus here while the TUI runs")
 
     status = sub.add_parser("status", help="one probe record per box, as a table or JSON")
     status.add_argument("sweep", type=Path)
@@ -145,15 +183,24 @@ def _build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpar
                     "only from the cockpit's teardown screen, after N/N and a typed approval.")
     teardown.add_argument("sweep", type=Path)
     teardown.add_argument("--instance", required=True, metavar="NAME")
-    teardown.add_argument("--dry-run", action="store_true", required=True,
+    teardown.add_argument("--dry-run", action="store_true",
                           help="required: this command only prints the plan")
+    teardown.add_argument("--json", action="store_true", help="print a JSON document")
 
     profiles = sub.add_parser("profiles", help="list, show and check platform profiles")
     psub = profiles.add_subparsers(dest="action", metavar="ACTION", required=True)
-    psub.add_parser("list", help="one line per shipped profile")
+    plist = psub.add_parser("list", help="one line per shipped profile")
+    plist.add_argument("--json", action="store_true", help="print a JSON document")
     show = psub.add_parser("show", help="print one profile")
     show.add_argument("name")
-    check = psub.add_parser("check", help="validate profiles; list facts older than N months")
+    show.add_argument("--json", action="store_true", help="print a JSON document")
+    check = psub.add_parser(
+        "check", help="validate profiles; list facts older than N months",
+        description="Exit 0: every profile is valid and no fact group is older than "
+                    "--max-age-months; 1: valid, but some facts are stale (re-check them against "
+                    "their sources and update the `verified` stamps); 2: a profile is invalid or "
+                    "the arguments are.")
+    check.add_argument("--json", action="store_true", help="print a JSON document")
     check.add_argument("--max-age-months", type=int, default=6)
     check.add_argument("--today", default=None, help="YYYY-MM (default: this month)")
     check.add_argument("--dir", type=Path, default=None, help="profiles folder (default: shipped)")
@@ -196,16 +243,20 @@ def _load_instances(sweep: Path, names: list[str]) -> tuple[LoadedSweep, list[In
 
 
 def _cmd_profiles(args: argparse.Namespace) -> int:
+    """`profiles list|show|check`, as text or (`--json`) one JSON document."""
     from cockpit.services.config import profiles as svc
     from cockpit.services.config.yamlfile import ConfigError
 
     if args.action == "list":
         loaded = svc.load_all()
-        for name, prof in sorted(loaded.profiles.items()):
-            clocks = len(prof.danger_clocks.clocks)
-            _say(f"{name:<12} {prof.display_name:<28} meter-stop: {prof.meter.stop_verb}"
-                 f"{' (irreversible)' if prof.meter.irreversible else ''}; "
-                 f"{clocks} danger clock(s)")
+        rows = [{"name": name, "display_name": prof.display_name, "kind": prof.kind,
+                 "meter_stop": prof.meter.stop_verb, "irreversible": prof.meter.irreversible,
+                 "danger_clocks": len(prof.danger_clocks.clocks)}
+                for name, prof in sorted(loaded.profiles.items())]
+        if args.json:
+            _say_json({"profiles": rows, "problems": [str(p) for p in loaded.problems]})
+        else:
+            _console().print(_profiles_table(rows))
         for problem in loaded.problems:
             _say(problem, err=True)
         return EXIT_INVALID if loaded.problems else EXIT_OK
@@ -214,11 +265,38 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
             prof = svc.load_named(args.name)
         except ConfigError as exc:
             return _print_config_error(exc)
+        if args.json:
+            _say_json(prof.model_dump(mode="json"))
+            return EXIT_OK
         import yaml
 
         _say(yaml.safe_dump(prof.model_dump(mode="json"), allow_unicode=True, sort_keys=False))
         return EXIT_OK
-    # check
+    return _profiles_check(args)
+
+
+def _profiles_table(rows: list[dict[str, object]]) -> Table:
+    """`profiles list` as a borderless Rich table: Rich measures cell widths (a CJK character
+    takes two columns), so rows with 恒源云 or 关机 line up, which `str.ljust` did not."""
+    from rich import box
+    from rich.table import Table
+
+    from cockpit.models.text import remote_text
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for header in ("profile", "platform", "meter stop", "danger clocks"):
+        table.add_column(header)
+    for row in rows:
+        stop = f"{row['meter_stop']}{' (irreversible)' if row['irreversible'] else ''}"
+        table.add_row(remote_text(str(row["name"])), remote_text(str(row["display_name"])),
+                      remote_text(stop), str(row["danger_clocks"]))
+    return table
+
+
+def _profiles_check(args: argparse.Namespace) -> int:
+    """`profiles check`: exit 0 valid and fresh, 1 some fact group stale, 2 invalid."""
+    from cockpit.services.config import profiles as svc
+
     today = args.today
     if today is None:
         import datetime as dt
@@ -232,16 +310,25 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
         _say(f"{args.dir}: no *.yaml profiles found", err=True)
         return EXIT_INVALID
     loaded = svc.load_all(paths)
+    stale = [] if loaded.problems else svc.stale_facts(
+        loaded.profiles.values(), today, args.max_age_months)
+    if args.json:
+        _say_json({"valid": not loaded.problems, "profiles": len(loaded.profiles),
+                   "today": today, "max_age_months": args.max_age_months,
+                   "problems": [str(p) for p in loaded.problems],
+                   "stale": [{"platform": f.platform, "group": f.group, "verified": f.verified,
+                              "age_months": f.age_months} for f in stale]})
     if loaded.problems:
-        for problem in loaded.problems:
-            _say(problem, err=True)
+        if not args.json:
+            for problem in loaded.problems:
+                _say(problem, err=True)
         return EXIT_INVALID
-    stale = svc.stale_facts(loaded.profiles.values(), today, args.max_age_months)
-    _say(f"{len(loaded.profiles)} profile(s) valid; checked against {today}, "
-         f"max age {args.max_age_months} month(s)")
-    for fact in stale:
-        _say(f"STALE {fact.platform}.{fact.group}: verified {fact.verified} "
-             f"({fact.age_months} months ago)")
+    if not args.json:
+        _say(f"{len(loaded.profiles)} profile(s) valid; checked against {today}, "
+             f"max age {args.max_age_months} month(s)")
+        for fact in stale:
+            _say(f"STALE {fact.platform}.{fact.group}: verified {fact.verified} "
+                 f"({fact.age_months} months ago)")
     return EXIT_SOME_FAILED if stale else EXIT_OK
 
 
@@ -425,19 +512,85 @@ def _cmd_discover(args: argparse.Namespace) -> int:
 
 
 def _cmd_teardown(args: argparse.Namespace) -> int:
-    from cockpit.services.custody.plan import plan_text
+    from cockpit.services.custody.plan import action_details, lock_line, plan_actions, plan_text
 
+    if not args.dry_run:
+        _say(TEARDOWN_ONLY_IN_TUI, err=True)
+        return EXIT_INVALID
     found = _load_instance(args.sweep, args.instance)
     if isinstance(found, int):
         return found
     loaded, inst = found
     pull_dir = (loaded.directory / loaded.sweep.pull_dir).resolve()
-    _say(plan_text(inst, loaded.profiles[inst.profile], pull_dir))
+    profile = loaded.profiles[inst.profile]
+    if args.json:
+        _say_json({
+            "sweep": loaded.sweep.sweep, "instance": inst.name, "profile": profile.platform,
+            "dry_run": True, "gate": lock_line(pull_dir, inst),
+            "actions": [{
+                "id": view.action.id, "label": view.action.label,
+                "reversible": view.action.reversible, "stops_meter": view.action.stops_meter,
+                "keeps": list(view.action.keeps), "destroys": list(view.action.destroys),
+                "runnable": not view.problem, "problem": view.problem or None,
+                "command": view.step.command_text
+                if view.step is not None and view.step.argv is not None else None,
+                "details": [{"label": label, "text": text}
+                            for label, text in action_details(view)],
+            } for view in plan_actions(inst, profile)],
+        })
+        return EXIT_OK
+    _say(plan_text(inst, profile, pull_dir))
     return EXIT_OK
 
 
+QUEUE_FAILED_NAMES = 3
+"""Failed cells named in the status table's queue column; the rest are counted (`+N`), and
+every one is listed by `status --json` (queue_view.cells)."""
+
+
+def _queue_progress(res: InstanceStatus) -> str:
+    """The queue column of `status`: `3/8 aug_strong`, `8/8 done; 2 failed: a, b`, or the
+    process state (`running`, `no process`) when no queue file was read."""
+    from cockpit.models.summary import queue_state
+    from cockpit.services.alerts.report import queue_view_of
+
+    snap = res.snapshot
+    if snap is None:
+        return "-"
+    view = queue_view_of(res.instance, snap)
+    if not view.cells:
+        return queue_state(snap)
+    text = view.summary
+    failed = view.failed
+    if failed:
+        names = ", ".join(c.name for c in failed[:QUEUE_FAILED_NAMES])
+        more = len(failed) - QUEUE_FAILED_NAMES
+        text += f"; {len(failed)} failed: {names}" + (f" +{more}" if more > 0 else "")
+    return text
+
+
+def _with_queue_progress(table: Table, results: list[InstanceStatus]) -> Table:
+    """`table` (report.status_table) with its `queue` column showing k/N and the failed
+    cells instead of only the process state. Rebuilt through Rich's public column API."""
+    from rich.table import Table
+
+    from cockpit.models.text import remote_text
+
+    out = Table(title=table.title)
+    for column in table.columns:
+        out.add_column(column.header)
+    index = next((i for i, c in enumerate(table.columns) if c.header == "queue"), None)
+    rows = zip(*(list(c.cells) for c in table.columns), strict=True)
+    for res, row in zip(results, rows, strict=True):
+        cells = list(row)
+        if index is not None and res.snapshot is not None:
+            cells[index] = remote_text(_queue_progress(res))
+        out.add_row(*cells)
+    return out
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
-    from cockpit.services.alerts.report import status_document, status_table
+    from cockpit.services.alerts.report import status_document, status_gpu_problem, status_table
     from cockpit.services.config.sweepfile import load_sweep
     from cockpit.services.config.yamlfile import ConfigError
     from cockpit.services.transport.fleet import status_once
@@ -452,9 +605,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         _say_json(status_document(results, loaded.sweep.sweep))
     else:
-        from rich.console import Console
-
-        Console(markup=False, highlight=False).print(status_table(results))
+        _console().print(_with_queue_progress(status_table(results), results))
         for res in results:
             key = res.state.host_key
             if key is not None:
@@ -464,7 +615,14 @@ def _cmd_status(args: argparse.Namespace) -> int:
                 if verb == "unknown":
                     _say(f"  verify it out of band, then: cockpit trust {args.sweep} "
                          f"{res.instance.name} --fingerprint {key.fingerprint}", err=True)
-    return EXIT_OK if all(r.snapshot is not None for r in results) else EXIT_SOME_FAILED
+    # A box whose nvidia-smi / NVML failed, or with a GPU that did not answer, fails status
+    # too: its run cannot use that GPU. Named on stderr (the words are the box's: plain text).
+    gpu_failed = [(res.instance.name, p) for res in results
+                  if (p := status_gpu_problem(res)) is not None]
+    for name, problem in gpu_failed:
+        _say(f"{name}: {problem.text}", err=True)
+    reached = all(r.snapshot is not None for r in results)
+    return EXIT_OK if reached and not gpu_failed else EXIT_SOME_FAILED
 
 
 def _cmd_trust(args: argparse.Namespace) -> int:
@@ -517,9 +675,24 @@ def _cmd_attach(args: argparse.Namespace) -> int:
         rulebook = load_rulebook()
     except ConfigError as exc:
         return _print_config_error(exc)
+    metrics = None
+    if args.metrics is not None:
+        from cockpit.services.metrics.endpoint import BindError, parse_bind
+
+        try:
+            metrics = parse_bind(args.metrics)
+        except BindError as exc:
+            _say(f"--metrics: {exc}", err=True)
+            return EXIT_INVALID
+    from cockpit.services.watch.wiring import open_session
     from cockpit.ui.app import run_app
 
-    return run_app(loaded, theme=args.theme, rulebook=rulebook)
+    session = open_session(loaded, args.db, probe=args.probe)
+    try:
+        return run_app(loaded, theme=args.theme, rulebook=rulebook, session=session,
+                       metrics=metrics)
+    finally:
+        session.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -548,6 +721,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     try:
-        return handlers[args.command](args)
+        code = handlers[args.command](args)
+        sys.stdout.flush()  # a closed pipe raises here, inside the handler below
+        return code
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED  # Ctrl-C: the shell's 130, no traceback
+    except BrokenPipeError:
+        # The reader went away (`cockpit status ... | head -1`): stop quietly. Python's docs
+        # (signal, "Note on SIGPIPE"): point stdout at devnull so the flush at interpreter
+        # exit cannot raise a second BrokenPipeError.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_SOME_FAILED

@@ -6,6 +6,7 @@ store and posts the notification; a TUI opened afterwards lists that event from 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -14,7 +15,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -194,6 +195,56 @@ def test_watch_alone_notices_a_failed_cell_and_posts_it(sshd: Sshd, tmp_path: Pa
     lines.thread.join(timeout=5)
     assert lines.items[-1]["event"] == "stopped"
     assert "Traceback" not in (proc.stderr.read() if proc.stderr else "")
+    # The store kept it: the alert with its delivery, the classified failure, the cell change.
+    from cockpit.services.store.db import StoreReader
+
+    with StoreReader(db) as reader:
+        alerts = reader.alerts(instance="b1")
+        failed = [a for a in alerts if a.kind == "cell-failed"]
+        assert len(failed) == 1 and failed[0].cell == "cellA"
+        assert [d.ok for d in failed[0].deliveries] == [True]
+        assert any(e.cell == "cellA" and "KeyError" in e.message for e in reader.events(instance="b1"))
+        changes = [(c.cell, c.to_state) for c in reader.cell_changes(instance="b1")]
+        assert ("cellA", "failed") in changes
+        assert any(m.metric == "reachable" for m in reader.series("b1"))
+    # A TUI opened afterwards (no watcher now, so it becomes the store's writer) lists the event.
+    asyncio.run(_tui_lists_the_stored_failure(sweep, db, tmp_path))
+
+
+async def _tui_lists_the_stored_failure(sweep: Path, db: Path, tmp_path: Path) -> None:
+    from textual.widgets import DataTable
+
+    from cockpit.services.config.acks import AckStore
+    from cockpit.services.config.sweepfile import load_sweep
+    from cockpit.services.watch.wiring import open_session
+    from cockpit.ui.app import CockpitApp
+    from cockpit.ui.events import EventsScreen
+
+    loaded = load_sweep(sweep)
+    session = open_session(loaded, db)
+    try:
+        assert session.recorder is not None and session.source is None
+        app = CockpitApp(loaded, banners=False, acks=AckStore(tmp_path / "acks.json"),
+                         session=session, source=_silent)
+        async with app.run_test(size=(160, 45)) as pilot:
+            await pilot.press("exclamation_mark")
+            await pilot.pause(0.5)
+            screen = app.screen
+            assert isinstance(screen, EventsScreen)
+            table = screen.query_one("#events-table", DataTable)
+            cells = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+            stored = [r for r in cells if r[2] == "b1" and r[3] == "cellA" and "ok" in r[5]]
+            assert stored, cells
+            assert "From the store" in str(screen.query_one("#events-source").render())
+            await pilot.press("escape", "q")
+    finally:
+        session.close()
+
+
+async def _silent() -> AsyncIterator[Any]:
+    """No fleet events: the TUI above must show what the store holds, not what it probes."""
+    if False:
+        yield None
 
 
 @pytest.mark.sshd
@@ -201,8 +252,6 @@ async def test_a_tui_follows_the_watcher_without_probing(sshd: Sshd, tmp_path: P
                                                          receiver: Receiver) -> None:
     """The follower replays the watcher's feed: the box's queue and its failure reach the TUI's
     model, and the TUI opened no SSH connection of its own."""
-    import asyncio
-
     from cockpit.models.queue import CellState
     from cockpit.services.config.acks import AckStore
     from cockpit.services.config.sweepfile import load_sweep
@@ -240,6 +289,13 @@ async def test_a_tui_follows_the_watcher_without_probing(sshd: Sshd, tmp_path: P
                         is CellState.FAILED, "the failure, followed")
             assert app.fleet is None, "a follower opens no probes of its own"
             await pilot.press("q")
+        # A second watcher on the same store is refused and names the first one.
+        second = await asyncio.to_thread(
+            subprocess.run, [sys.executable, "-m", "cockpit", "watch", str(sweep), "--db", str(db)],
+            capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2, second
+        refused = [json.loads(line) for line in second.stdout.splitlines()]
+        assert refused[-1]["event"] == "error" and f"pid {proc.pid}" in refused[-1]["reason"]
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -247,3 +303,27 @@ async def test_a_tui_follows_the_watcher_without_probing(sshd: Sshd, tmp_path: P
         finally:
             if proc.poll() is None:
                 proc.kill()
+
+
+@pytest.mark.sshd
+def test_watch_once_under_cron_reports_each_episode_once(sshd: Sshd, tmp_path: Path,
+                                                        receiver: Receiver) -> None:
+    box = write_box(tmp_path)
+    with (box / "master.log").open("a") as log:
+        log.write("[2026-11-24 10:05:00] [1/2] FINISHED cellA (exit=1)\n")
+    config = sshd.write_client_files("gpu-box-1", tmp_path)
+    sweep = write_sweep(tmp_path, config, box, receiver.url)
+    db = tmp_path / "store" / "watch-e2e.db"
+    runs = []
+    for _ in range(2):
+        run = subprocess.run([sys.executable, "-m", "cockpit", "watch", str(sweep), "--db", str(db),
+                              "--once"], capture_output=True, text=True, timeout=120)
+        runs.append(run)
+        assert run.returncode == 1, run  # an alert is open
+        last = json.loads(run.stdout.splitlines()[-1])
+        assert last["event"] == "round" and last["open_alerts"] >= 1
+    first = [json.loads(line) for line in runs[0].stdout.splitlines()]
+    second = [json.loads(line) for line in runs[1].stdout.splitlines()]
+    assert any(i["event"] == "alert" and i["kind"] == "cell-failed" for i in first)
+    assert not any(i["event"] == "alert" and i["kind"] == "cell-failed" for i in second)
+    assert sum(json.loads(b).get("kind") == "cell-failed" for b in receiver.bodies) == 1

@@ -42,7 +42,7 @@ from cockpit.services.transport import ssh
 from cockpit.services.transport.fleet import Fleet
 from cockpit.services.transport.remote import Box, SshBox
 from cockpit.services.watch.monitor import Monitor
-from cockpit.services.watch.wiring import deliver_for
+from cockpit.services.watch.wiring import Session, deliver_for
 from cockpit.ui.box import BoxScreen
 from cockpit.ui.commands import CockpitCommands
 from cockpit.ui.custody import VerifyScreen
@@ -83,6 +83,8 @@ class CockpitApp(App[int]):
         acks: AckStore | None = None,
         banners: bool = True,
         rulebook: Rulebook | None = None,
+        session: Session | None = None,
+        metrics: tuple[str, int] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -117,6 +119,17 @@ class CockpitApp(App[int]):
         """Reads the store's history for the events list (set when a store is open)."""
         self.history_where = ""
         self.history_error = ""
+        self.session = session
+        """The store side of this session (writer, or follower of a `cockpit watch`)."""
+        self.metrics_at = metrics
+        self.metrics_handle: Callable[[], None] | None = None
+        if session is not None:
+            if self.source is None:
+                self.source = session.source
+            if session.recorder is not None:
+                self.monitor.attach_recorder(session.recorder)
+            self.history_reader = session.history
+            self.history_where = str(session.db)
         self._pool: ProcessPoolExecutor | None = None
 
     def get_default_screen(self) -> Screen[Any]:
@@ -124,6 +137,16 @@ class CockpitApp(App[int]):
 
     def on_mount(self) -> None:
         self.sub_title = self.loaded.sweep.sweep
+        if self.session is not None and self.session.note:
+            self.sub_title = visible(f"{self.loaded.sweep.sweep} - {self.session.note}"[:200])
+        if self.metrics_at is not None:
+            from cockpit.services.watch.wiring import serve_metrics
+
+            try:
+                self.metrics_handle = serve_metrics(*self.metrics_at, self.monitor)
+            except OSError as exc:
+                self.notify(f"--metrics: cannot listen on {self.metrics_at[0]}:{self.metrics_at[1]}: "
+                            f"{exc}", title="cockpit", severity="error", timeout=20)
         # theme_variables reflect the chosen theme only once the app is running.
         self.palette = Palette.from_variables(self.theme_variables)
         self.theme_changed_signal.subscribe(self, self._theme_changed)
@@ -499,6 +522,8 @@ class CockpitApp(App[int]):
     def on_unmount(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+        if self.metrics_handle is not None:
+            self.metrics_handle()
 
     def reconnect(self, name: str) -> None:
         """Reconnect one box now (no remote side effect)."""
@@ -510,7 +535,8 @@ class CockpitApp(App[int]):
 
 
 def run_app(loaded: LoadedSweep, theme: str | None = None,
-            rulebook: Rulebook | None = None) -> int:
+            rulebook: Rulebook | None = None, *, session: Session | None = None,
+            metrics: tuple[str, int] | None = None) -> int:
     """Run the TUI until the user quits. Quitting never touches a remote box."""
     from textual.theme import BUILTIN_THEMES
 
@@ -523,6 +549,6 @@ def run_app(loaded: LoadedSweep, theme: str | None = None,
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    app = CockpitApp(loaded, theme=theme, rulebook=rules)
+    app = CockpitApp(loaded, theme=theme, rulebook=rules, session=session, metrics=metrics)
     result = app.run()
     return int(result or 0)

@@ -36,6 +36,7 @@ from cockpit.services.alerts.notify import ChannelResult
 from cockpit.services.config.rulebook import load_rulebook
 from cockpit.services.config.sweepfile import LoadedSweep, load_sweep
 from cockpit.services.config.yamlfile import ConfigError
+from cockpit.services.store.lock import WriterBusy
 from cockpit.services.watch.feed import REBASE_S, FeedWriter
 from cockpit.services.watch.monitor import Monitor, Recorder
 
@@ -170,8 +171,12 @@ class Watch:
     def _open_store(self, loaded: LoadedSweep) -> None:
         if self.open_store is None:
             return
-        self.recorder, self._close_store = self.open_store(loaded, self.options.db_path)
-        self.monitor.recorder = self.recorder
+        try:
+            self.recorder, self._close_store = self.open_store(loaded, self.options.db_path)
+        except WriterBusy as exc:
+            raise WatcherRunning(str(exc)) from exc
+        if self.recorder is not None:
+            self.monitor.attach_recorder(self.recorder)
 
     async def _drain(self) -> None:
         """Let alerts being sent finish (bounded), then stop waiting for them."""

@@ -44,7 +44,9 @@ class Recorder(Protocol):
     """Where the monitor writes what happened (the durable store)."""
 
     def record_tick(self, now: float, trackers: Mapping[str, HostTracker],
-                    fresh: Sequence[Alert]) -> None: ...
+                    fresh: Sequence[Alert], active: set[tuple[str, ...]] | None = None) -> None: ...
+
+    def load_latch(self) -> set[tuple[str, ...]]: ...
 
     def record_delivery(self, alert: Alert, now: float,
                         results: Sequence[ChannelResult]) -> None: ...
@@ -108,6 +110,15 @@ class Monitor:
             self.last_error = visible(f"{type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT])
             return None
 
+    def attach_recorder(self, recorder: Recorder) -> None:
+        """Record from now on; episodes an earlier run already reported are not sent again."""
+        self.recorder = recorder
+        try:
+            self.latch.active |= recorder.load_latch()
+        except Exception as exc:  # a damaged latch row: report once more rather than stop
+            self.record_errors += 1
+            self.last_record_error = visible(f"{type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT])
+
     def reload(self, loaded: LoadedSweep) -> None:
         """A re-read sweep: boxes that stay keep their history, new ones start, gone ones go."""
         self.loaded = loaded
@@ -140,7 +151,7 @@ class Monitor:
         self.fired.extend((now, alert) for alert in fresh)
         if self.recorder is not None:
             try:
-                self.recorder.record_tick(now, self.trackers, fresh)
+                self.recorder.record_tick(now, self.trackers, fresh, self.latch.active)
             except Exception as exc:  # the store failing must not stop the watching
                 self.record_errors += 1
                 self.last_record_error = visible(f"{type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT])
