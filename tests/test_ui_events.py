@@ -44,3 +44,27 @@ async def test_bang_lists_the_sessions_alerts_and_enter_opens_the_box(tmp_path: 
         assert only and all(r[2] == "a1" for r in only)
         assert len(only) < len(listed) or all(r[2] == "a1" for r in listed)
         await pilot.press("escape", "escape", "q")
+
+
+async def test_a_failing_channel_is_toasted_once_and_named_above_the_list(tmp_path: Path) -> None:
+    """A channel whose latest delivery failed is said once (a toast) and stays named."""
+    from cockpit.models.alerts import Alert
+    from cockpit.services.alerts.notify import ChannelResult
+
+    app = make_app(tmp_path)
+
+    async def failing(_alert: Alert) -> list[ChannelResult]:
+        return [ChannelResult("slack://…", False, 2, "HTTP 500"), ChannelResult("desktop", True, 1)]
+
+    app.monitor.deliver = failing
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(app, pilot)
+        await pilot.pause(1.5)
+        assert app.monitor.failing_channels == {"slack://…": "HTTP 500"}
+        toasts = [n.message for n in app._notifications if "not reaching" in n.message]
+        assert toasts == ["alerts are not reaching slack://…: HTTP 500"]
+        await pilot.press("exclamation_mark")
+        await pilot.pause(0.3)
+        source = str(app.screen.query_one("#events-source").render())
+        assert "failing channels: slack://…: HTTP 500" in source
+        await pilot.press("escape", "q")

@@ -120,6 +120,7 @@ class CockpitApp(App[int]):
         self.history_where = ""
         self.history_error = ""
         self.session = session
+        self._channel_warned: dict[str, str] = {}
         """The store side of this session (writer, or follower of a `cockpit watch`)."""
         self.metrics_at = metrics
         self.metrics_handle: Callable[[], None] | None = None
@@ -280,6 +281,11 @@ class CockpitApp(App[int]):
             self.alerts_fired.append(alert)
             self.bell()
             self.notify(alert.text, title="cockpit alert", severity="warning", timeout=10)
+        for channel, error in self.monitor.failing_channels.items():
+            if self._channel_warned.get(channel) != error:
+                self._channel_warned[channel] = error
+                self.notify(f"alerts are not reaching {channel}: {error}", title="cockpit",
+                            severity="error", timeout=15)
 
     def history(self, instance: str | None = None) -> list[HistoryItem]:
         """What happened, newest first: the store's history (when a store is open) and this
@@ -291,6 +297,18 @@ class CockpitApp(App[int]):
             except Exception as exc:  # a locked or damaged store must not close the list
                 self.history_error = visible(f"{type(exc).__name__}: {exc}"[:200])
         return merge(stored, self.monitor.session_history(instance))
+
+    def failing_channels(self) -> dict[str, str]:
+        """Channel label -> last error, for channels whose latest delivery failed: this
+        session's and the store's (a watcher's channels fail while no TUI is open)."""
+        out: dict[str, str] = {}
+        if self.session is not None:
+            try:
+                out.update(self.session.failing_channels())
+            except Exception as exc:  # a locked or damaged store: the list says so
+                self.history_error = visible(f"{type(exc).__name__}: {exc}"[:200])
+        out.update(self.monitor.failing_channels)
+        return out
 
     def history_source(self) -> str:
         """Where the events list's rows come from, in words."""

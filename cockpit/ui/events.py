@@ -75,7 +75,7 @@ class EventsScreen(CockpitScreen):
         scope = f"box {self.instance}" if self.instance else "the whole fleet"
         source = Text(f"{len(self.items)} events for {scope}, newest first. ")
         source.append(app.history_source())
-        failing = app.monitor.failing_channels
+        failing = app.failing_channels()
         if failing:
             source.append("\nfailing channels: ")
             source.append(remote_text("; ".join(f"{c}: {e}" for c, e in sorted(failing.items()))))

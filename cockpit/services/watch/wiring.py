@@ -88,6 +88,15 @@ class Session:
         with StoreReader(self.db) as reader:
             return reader.history(instance)
 
+    def failing_channels(self) -> dict[str, str]:
+        """Channels whose latest delivery recorded in the store failed (by whichever writer)."""
+        from cockpit.services.store.db import StoreReader
+
+        if not self.db.exists():
+            return {}
+        with StoreReader(self.db) as reader:
+            return reader.failing_channels()
+
     def close(self) -> None:
         """Release what the session opened (the writer lock, if held)."""
         for close in reversed(self.closers):
