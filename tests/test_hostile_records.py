@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import csv
 import io
 import json
 import os
@@ -27,7 +28,7 @@ from rich.console import Console
 
 from cockpit.models.events import HostStateChanged, SnapshotTaken
 from cockpit.models.hostview import HostTracker
-from cockpit.models.parse import MAX_DIGITS, parse_record
+from cockpit.models.parse import MAX_DIGITS, MAX_GPU_MESSAGE, parse_record
 from cockpit.models.profile import Profile
 from cockpit.models.queue import QueueLog, parse_queue_file
 from cockpit.models.snapshot import (
@@ -208,10 +209,23 @@ def test_a_queue_file_with_a_5000_digit_epochs_field_uses_the_default() -> None:
     assert line.epochs == 20  # raised ValueError before
 
 
-def test_a_section_that_fails_is_named_and_the_rest_of_the_record_is_used() -> None:
-    # A GPU row past csv's 128 KiB field limit makes csv raise; the mount still counts.
+def test_a_section_that_fails_is_named_and_the_rest_of_the_record_is_used(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A GPU row past csv's 128 KiB field limit made csv raise; lines are now cut at
+    # MAX_GPU_LINE_CHARS first, so the row is just unrecognised output.
     body = ("@@gpu\n0, " + "A" * 200_000 + ", GPU-1, 1, 1, 1, 1, 1, 1, 1, 1, Disabled\n@@rc 0\n"
             "@@mount /\n 10 1 9 100 10 90 ext4 /\n")
+    snap = parse(record(3, body))
+    assert [m.path for m in snap.mounts] == ["/"] and snap.bad == ()
+    assert snap.gpu.status is GpuStatus.FAILED and len(snap.gpu.message) <= MAX_GPU_MESSAGE
+    # Every parser is total now, so a failing one is made to fail: the section is named, the
+    # mount still counts.
+    import cockpit.models.parse as parse_module
+
+    def broken(text: str, rc: int | None) -> None:
+        raise csv.Error("field larger than field limit (131072)")
+
+    monkeypatch.setattr(parse_module, "parse_gpus", broken)
     snap = parse(record(3, body))
     assert [m.path for m in snap.mounts] == ["/"]
     assert len(snap.bad) == 1 and snap.bad[0].startswith("@@gpu: Error"), snap.bad

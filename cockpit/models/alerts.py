@@ -87,6 +87,9 @@ def material(tracker: HostTracker, now: float) -> list[Alert]:
         elif judgement.kind == "disk-pressure":
             out.append(Alert(("disk", name, judgement.subject), name, "disk-pressure",
                              f"{name}: {judgement.text}", judgement.detail))
+        elif judgement.kind == "gpu-failed":  # nvidia-smi / NVML failed, or a GPU is lost
+            out.append(Alert(("gpu", name, judgement.subject), name, "gpu-failed",
+                             f"{name}: {judgement.text}", judgement.detail))
         elif judgement.kind == "idle-burn":
             out.append(Alert(("idle", name, f"{tracker.idle_since or 0:.0f}"), name, "idle-burn",
                              f"{name}: {judgement.text}", judgement.detail))

@@ -15,12 +15,13 @@ the catalog id of its remediation. The rules of evidence (DESIGN.md, platform-fa
 from __future__ import annotations
 
 import statistics
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cockpit.models.durations import format_duration, parse_duration
 from cockpit.models.queue import CellState, CellView
-from cockpit.models.snapshot import NA, HostSnapshot, Reachability
+from cockpit.models.snapshot import NA, GpuReading, GpuStatus, HostSnapshot, Reachability
 
 if TYPE_CHECKING:
     from cockpit.models.hostview import HostTracker
@@ -79,6 +80,7 @@ def judge(tracker: HostTracker, now: float) -> list[Judgement]:
     out += _idle(tracker, snap)
     out += _zombies(tracker, snap)
     out += _hardware(tracker, snap)
+    out += _gpu_health(tracker, snap)
     return out
 
 
@@ -301,3 +303,100 @@ def _hardware(tracker: HostTracker, snap: HostSnapshot) -> list[Judgement]:
                 f"thermal or power throttling costs 25-40% speed (U23). Re-rent if it persists.",
                 rule_id="U23"))
     return out
+
+
+# -- GPU health -----------------------------------------------------------------------------
+GPU_TEXT_CHARS = 160
+"""Characters of nvidia-smi's words in a judgement's short text (the fleet row, the alert
+title); the box's GPU panel and the judgement's detail carry the whole message."""
+
+_DRIVER_ACTION = (
+    "nvidia-smi cannot reach the NVIDIA driver: it is not loaded, or no longer matches the "
+    "library after a driver or kernel update without a reboot. Nothing on this box can use a "
+    "GPU now. Check dmesg | grep -iE 'NVRM|Xid', save what is durable, then reboot or re-rent.")
+_LOST_ACTION = (
+    "NVML cannot open this GPU: it fell off the bus or its handle is gone (Xid 79, U22), a "
+    "hardware fault. A run on it has failed or hangs. Pull what is durable, then re-rent a "
+    "different box; a reboot may bring the GPU back only for a while.")
+_NO_DEVICES_ACTION = (
+    "The driver answers but sees no GPU. A stopped box that came back with zero GPUs (RunPod "
+    "RP1), a container started without its GPUs, or a GPU that fell off the bus: restart it "
+    "with GPUs or re-rent; it bills meanwhile.")
+
+
+@dataclass(frozen=True)
+class GpuProblem:
+    """Why this box's GPUs cannot all be read: an alert of its own (kind `gpu-failed`)."""
+
+    kind: str
+    """`failed` (nvidia-smi or NVML failed), `no-devices`, `partial` (some GPUs answered,
+    nvidia-smi reported the others) or `lost` (a GPU seen before is gone)."""
+    subject: str
+    """Identifies the episode: the same problem on the next record is the same alert."""
+    text: str
+    """Short: `GPU failed: NVIDIA-SMI has failed ...`, `GPU 7/8 answered: Unable to ...`."""
+    detail: str
+    """nvidia-smi's full words and the one thing to do."""
+
+
+def _action(words: str) -> str:
+    if "NVIDIA-SMI has failed" in words or "NVML" in words:
+        return _DRIVER_ACTION
+    return _LOST_ACTION
+
+
+def gpu_problem(reading: GpuReading, *, expected: int | None = None,
+                seen: Collection[int] = ()) -> GpuProblem | None:
+    """What is wrong with a box's GPUs in one reading, or None when nothing is.
+
+    `expected`: GPUs the sweep says the box has (`expect_gpu`); `seen`: GPU indices read
+    earlier this session. A failed nvidia-smi or NVML call is always a problem (nvidia-smi is
+    there but cannot answer); `No devices were found` only where GPUs are expected or were
+    seen (a box rented without GPUs says it too); a GPU seen before and missing now is lost.
+    """
+    if reading.status is GpuStatus.ABSENT:
+        return None
+    if not reading.gpus:
+        if reading.no_devices:
+            want = max(expected or 0, len(seen))
+            if not want:
+                return None
+            return GpuProblem(
+                "no-devices", "no devices", f"GPU: no devices were found ({want} expected)",
+                f"nvidia-smi says: No devices were found, where {want} GPU(s) were "
+                f"{'seen' if seen else 'expected'}. {_NO_DEVICES_ACTION}")
+        if reading.status is GpuStatus.FAILED:
+            words = reading.message or "nvidia-smi failed"
+            return GpuProblem("failed", "failed", f"GPU failed: {words[:GPU_TEXT_CHARS]}",
+                              f"nvidia-smi says: {words} {_action(words)}")
+        return None
+    now = {gpu.index for gpu in reading.gpus}
+    gone = sorted(index for index in seen if index not in now)
+    want = max(reading.expected or 0, len(now) + len(gone), expected or 0)
+    if not (reading.partial or gone or len(now) < want):
+        return None
+    said = "; ".join(reading.errors) or reading.message
+    if gone:
+        names = ", ".join(f"gpu{index}" for index in gone)
+        text = f"GPU lost: {names} ({len(now)}/{want} answered)"
+        subject = "lost " + ",".join(map(str, gone))
+    else:
+        text = f"GPU {len(now)}/{want} answered"
+        subject = f"partial {len(now)}/{want}"
+    if said:
+        text += f": {said[:GPU_TEXT_CHARS]}"
+    why = f"nvidia-smi says: {said} " if said else ""
+    return GpuProblem("lost" if gone else "partial", subject, text,
+                      f"{len(now)} of {want} GPUs answered; the readings of those are kept. "
+                      f"{why}{_action(said)}")
+
+
+def _gpu_health(tracker: HostTracker, snap: HostSnapshot) -> list[Judgement]:
+    want = tracker.instance.expect_gpu
+    expected = None if want is None else (want.count or 1)
+    problem = gpu_problem(snap.gpu, expected=expected, seen=tracker.gpu_util.keys())
+    if problem is None:
+        return []
+    rule = "U22" if _LOST_ACTION in problem.detail else ""
+    return [Judgement("gpu-failed", problem.text, problem.detail, rule_id=rule,
+                      subject=problem.subject)]

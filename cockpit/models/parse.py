@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
+import dataclasses
 import math
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,6 +28,7 @@ from cockpit.models.snapshot import (
     HostSnapshot,
     LogChunk,
     Memory,
+    MigDevice,
     Mount,
     QueueFacts,
     TmuxSession,
@@ -114,40 +116,170 @@ def na_int(text: str) -> int | NA:
     return NA(f"unparsable: {_clip(value)}")
 
 
+MAX_GPUS = 64
+"""GPUs read from one box. The largest single boxes have 16 (HGX-2) and the sweep's
+`expect_gpu.count` allows 64; rows past this are ignored, never a panel of a million rows."""
+MAX_GPU_LINES = 8 * MAX_GPUS
+"""Lines of one nvidia-smi answer read: a row or an error line per GPU plus noise, or for
+`nvidia-smi -L` a GPU and its up to 7 MIG devices (probe.sh's `gpu_lines` is the same)."""
+MAX_GPU_LINE_CHARS = 512
+"""Characters of one nvidia-smi line kept. A real row is about 200 (a name and a UUID are at
+most 96 each, per NVML's buffer sizes); an error line is about 110."""
+MAX_GPU_MESSAGE = 600
+"""Characters of nvidia-smi's failure text kept: the longest real one (`NVIDIA-SMI has failed
+because ...`) is 157; a few lines of it fit, a flood does not."""
+MAX_GPU_ERRORS = 16
+"""Error lines kept next to healthy rows (one per failing GPU, as a rule)."""
+MAX_GPU_PROCESSES = 4096
+"""Compute processes read from one box: 64 per GPU for MAX_GPUS GPUs (a DataLoader-heavy
+8-GPU box lists well under 100)."""
+MAX_MIG_PER_GPU = 8
+"""MIG devices kept per GPU: A100 and H100 make at most 7."""
+
+_FATAL = ("NVIDIA-SMI has failed", "Failed to initialize NVML", "NVML library version",
+          "Driver/library version mismatch")
+"""nvidia-smi's words when it cannot talk to the driver at all: no GPU is readable."""
+_HANDLE = re.compile(r"Unable to (?:determine|detect) the device handle for GPU\s?(?P<which>.*)")
+"""A single GPU NVML cannot open: `... for GPU0000:41:00.0: Unknown Error`, `... for GPU
+0000:0B:00.0: Unknown Error`, `... for GPU0: 0000:24:00.0: GPU is lost.  Reboot the system to
+recover this GPU` (the wording varies by driver; tests/data/README.md names the sources)."""
+_BUS_ID = re.compile(r"[0-9A-Fa-f]{3,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]")
+
+
+def _gpu_lines(text: str, most: int = MAX_GPU_LINES) -> list[str]:
+    """Non-blank lines, at most `most` of MAX_GPU_LINE_CHARS each."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if line.strip():
+            out.append(line[:MAX_GPU_LINE_CHARS])
+            if len(out) >= most:
+                break
+    return out
+
+
+def handle_error_bus_id(line: str) -> str | None:
+    """The PCI bus id an `Unable to determine the device handle` line names (or None)."""
+    match = _HANDLE.search(line)
+    if match is None:
+        return None
+    bus = _BUS_ID.search(match.group("which"))
+    return bus.group(0) if bus else match.group("which")[:40]
+
+
+def _gpu_row(row: list[str]) -> Gpu | None:
+    if len(row) < 11:
+        return None
+    index = na_int(row[0])
+    if isinstance(index, NA):
+        return None
+    return Gpu(
+        index=index,
+        name=row[1].strip(),
+        uuid=row[2].strip(),
+        util_pct=na_float(row[3]),
+        mem_used_mib=na_float(row[4]),
+        mem_total_mib=na_float(row[5]),
+        temp_c=na_float(row[6]),
+        power_w=na_float(row[7]),
+        power_limit_w=na_float(row[8]),
+        sm_clock_mhz=na_float(row[9]),
+        sm_clock_max_mhz=na_float(row[10]),
+        mig_mode=_mig(row[11]) if len(row) > 11 else NA("not queried"),
+    )
+
+
 def parse_gpus(text: str, rc: int | None) -> GpuReading:
-    """`nvidia-smi --query-gpu=GPU_FIELDS --format=csv,noheader,nounits` output."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if rc not in (0, None) or any("NVIDIA-SMI has failed" in line for line in lines):
-        message = " ".join(lines).strip() or f"nvidia-smi exited {rc}"
-        return GpuReading(GpuStatus.FAILED, (), message[:300])
-    if any(line.strip() == "No devices were found" for line in lines):
-        return GpuReading(GpuStatus.OK, (), "no devices were found")
-    gpus = []
-    for row in csv.reader(lines, skipinitialspace=True):
-        if len(row) < 11:
+    """`nvidia-smi --query-gpu=GPU_FIELDS --format=csv,noheader,nounits` output (stderr merged).
+
+    Each line is a GPU row or one of nvidia-smi's error lines. The driver unreachable
+    (`NVIDIA-SMI has failed ...`) or no row at all is FAILED with nvidia-smi's words. Rows
+    next to error lines or a non-zero exit are kept (a multi-GPU box with one GPU gone
+    still shows the others) and the error lines are named in `errors`, with `expected`
+    counting the GPUs nvidia-smi enumerated.
+    """
+    lines = _gpu_lines(text)
+    rc_text = f"nvidia-smi exited {rc}" if rc not in (0, None) else ""
+    if any(mark in line for line in lines for mark in _FATAL):
+        message = " ".join(line.strip() for line in lines).strip() or rc_text
+        return GpuReading(GpuStatus.FAILED, (), message[:MAX_GPU_MESSAGE], rc=rc)
+    gpus: list[Gpu] = []
+    errors: list[str] = []
+    handles = 0
+    no_devices = False
+    for line in lines:
+        stripped = line.strip()
+        if stripped == "No devices were found":
+            no_devices = True
             continue
-        index = na_int(row[0])
-        if isinstance(index, NA):
+        if _HANDLE.search(stripped):
+            handles += 1
+            if len(errors) < MAX_GPU_ERRORS:
+                errors.append(visible(stripped))
             continue
-        gpus.append(
-            Gpu(
-                index=index,
-                name=row[1].strip(),
-                uuid=row[2].strip(),
-                util_pct=na_float(row[3]),
-                mem_used_mib=na_float(row[4]),
-                mem_total_mib=na_float(row[5]),
-                temp_c=na_float(row[6]),
-                power_w=na_float(row[7]),
-                power_limit_w=na_float(row[8]),
-                sm_clock_mhz=na_float(row[9]),
-                sm_clock_max_mhz=na_float(row[10]),
-                mig_mode=_mig(row[11]) if len(row) > 11 else NA("not queried"),
-            )
-        )
-    if not gpus and lines:
-        return GpuReading(GpuStatus.FAILED, (), "unrecognised nvidia-smi output: " + lines[0][:200])
-    return GpuReading(GpuStatus.OK, tuple(gpus))
+        gpu = None
+        if len(gpus) < MAX_GPUS:
+            gpu = next((_gpu_row(r) for r in csv.reader([stripped], skipinitialspace=True)), None)
+        if gpu is not None:
+            gpus.append(gpu)
+        elif len(gpus) < MAX_GPUS and len(errors) < MAX_GPU_ERRORS:
+            errors.append(visible(stripped))
+    expected = len(gpus) + handles
+    if gpus:
+        return GpuReading(GpuStatus.OK, tuple(gpus), rc_text, errors=tuple(errors), rc=rc,
+                          expected=expected)
+    if no_devices and not errors:
+        status = GpuStatus.OK if rc in (0, None) else GpuStatus.FAILED
+        message = "no devices were found" if status is GpuStatus.OK else "No devices were found"
+        return GpuReading(status, (), message, rc=rc, expected=0, no_devices=True)
+    if not lines:
+        return GpuReading(GpuStatus.FAILED if rc_text else GpuStatus.OK, (), rc_text, rc=rc,
+                          expected=0)
+    message = " ".join(line.strip() for line in lines)
+    if not rc_text and not handles:
+        message = "unrecognised nvidia-smi output: " + lines[0].strip()
+    return GpuReading(GpuStatus.FAILED, (), message[:MAX_GPU_MESSAGE], errors=tuple(errors),
+                      rc=rc, expected=expected)
+
+
+_MIG_GPU = re.compile(r"GPU (\d{1,4}): ")
+_MIG_DEVICE = re.compile(r"\s+MIG\s+(\S{1,40})\s+Device\s+(\d{1,3}):\s+\(UUID:\s*([^)\s]{1,120})\)")
+
+
+def parse_mig_list(text: str) -> dict[int, tuple[MigDevice, ...]]:
+    """`nvidia-smi -L`: each GPU's MIG devices, listed indented under `GPU i: ...`.
+
+        GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)
+          MIG 3g.40gb     Device  0: (UUID: MIG-...)
+
+    At most MAX_MIG_PER_GPU devices per GPU and MAX_GPUS GPUs.
+    """
+    out: dict[int, list[MigDevice]] = {}
+    current: int | None = None
+    for line in _gpu_lines(text):
+        gpu = _MIG_GPU.match(line)
+        if gpu is not None:
+            current = int(gpu.group(1))
+            if current not in out and len(out) >= MAX_GPUS:
+                current = None
+            continue
+        device = _MIG_DEVICE.match(line)
+        if device is None or current is None:
+            continue
+        found = out.setdefault(current, [])
+        if len(found) < MAX_MIG_PER_GPU:
+            found.append(MigDevice(current, visible(device.group(1)), int(device.group(2)),
+                                   visible(device.group(3))))
+    return {index: tuple(devices) for index, devices in out.items()}
+
+
+def attach_mig(reading: GpuReading, devices: dict[int, tuple[MigDevice, ...]] | None,
+               error: str = "") -> GpuReading:
+    """Give each GPU its MIG devices (matched by index); `error` when the listing failed."""
+    if reading.status is not GpuStatus.OK or (devices is None and not error):
+        return reading
+    gpus = tuple(dataclasses.replace(gpu, mig_devices=(devices or {}).get(gpu.index, ()))
+                 for gpu in reading.gpus)
+    return dataclasses.replace(reading, gpus=gpus, mig_error=error[:MAX_GPU_MESSAGE])
 
 
 def _mig(text: str) -> str | NA:
@@ -159,8 +291,8 @@ def _mig(text: str) -> str | NA:
 
 def parse_apps(text: str) -> list[GpuProcess]:
     """`nvidia-smi --query-compute-apps=APP_FIELDS --format=csv,noheader,nounits` output."""
-    procs = []
-    for row in csv.reader((ln for ln in text.splitlines() if ln.strip()), skipinitialspace=True):
+    procs: list[GpuProcess] = []
+    for row in csv.reader(_gpu_lines(text, MAX_GPU_PROCESSES), skipinitialspace=True):
         if len(row) < 3:
             continue
         pid = na_int(row[1])
@@ -177,11 +309,9 @@ def attach_apps(reading: GpuReading, procs: Sequence[GpuProcess]) -> GpuReading:
     by_uuid: dict[str, list[GpuProcess]] = {}
     for proc in procs:  # grouped once: GPUs x processes was quadratic on a hostile record
         by_uuid.setdefault(proc.gpu_uuid, []).append(proc)
-    gpus = tuple(
-        Gpu(**{**gpu.__dict__, "processes": tuple(by_uuid.get(gpu.uuid, ()))})
-        for gpu in reading.gpus
-    )
-    return GpuReading(reading.status, gpus, reading.message)
+    gpus = tuple(dataclasses.replace(gpu, processes=tuple(by_uuid.get(gpu.uuid, ())))
+                 for gpu in reading.gpus)
+    return dataclasses.replace(reading, gpus=gpus)
 
 
 def _df_error(path: str, message: str) -> Mount:
@@ -387,6 +517,8 @@ class _Record:
     remote_time: float | NA = field(default_factory=lambda: NA("no header"))
     gpu: GpuReading = field(default_factory=lambda: GpuReading(GpuStatus.ABSENT, (), "not probed"))
     apps: list[GpuProcess] = field(default_factory=list)
+    mig: dict[int, tuple[MigDevice, ...]] | None = None
+    mig_error: str = ""
     mounts: list[Mount] = field(default_factory=list)
     memory: Memory = field(default_factory=lambda: Memory(
         "none", NA("not probed"), NA("not probed"), NA("not probed")))
@@ -427,6 +559,14 @@ def _section(rec: _Record, sections: list[_Section], i: int) -> int:
             rec.gpu = parse_gpus("\n".join(sec.lines), _rc(nxt if nxt and nxt.head == "rc" else None))
     elif head == "apps" and nxt is not None and nxt.head == "rc" and _rc(nxt) == 0:
         rec.apps = parse_apps("\n".join(sec.lines))
+    elif head == "mig":  # `nvidia-smi -L`, sent only when some GPU has MIG enabled
+        rc = _rc(nxt if nxt is not None and nxt.head == "rc" else None)
+        text = "\n".join(sec.lines)
+        if rc in (0, None):
+            rec.mig = parse_mig_list(text)
+        else:
+            said = " ".join(line.strip() for line in _gpu_lines(text))
+            rec.mig_error = visible(f"nvidia-smi -L exited {rc}: {said}"[:MAX_GPU_MESSAGE])
     elif head == "mem":
         info = nxt if nxt is not None and nxt.head == "meminfo" else None
         rec.memory = parse_memory(sec.arg, body, info.lines if info else [])
@@ -532,7 +672,7 @@ def parse_record(
 
 def _attach(rec: _Record) -> GpuReading:
     try:
-        return attach_apps(rec.gpu, rec.apps)
+        return attach_mig(attach_apps(rec.gpu, rec.apps), rec.mig, rec.mig_error)
     except Exception as exc:  # isolation, as for a section
         rec.bad.append(visible(f"@@apps: {type(exc).__name__}: {exc}"[:MAX_REASON_CHARS]))
         return rec.gpu

@@ -47,6 +47,19 @@ class GpuProcess:
 
 
 @dataclass(frozen=True)
+class MigDevice:
+    """One MIG device of a GPU, as `nvidia-smi -L` lists it under its parent:
+    `  MIG 3g.40gb     Device  0: (UUID: MIG-...)`."""
+
+    gpu_index: int
+    profile: str
+    """The MIG profile name (`1g.10gb`, `3g.40gb`, `1c.3g.20gb`)."""
+    device: int
+    """The device's number under its parent GPU (0 to 6 on A100/H100)."""
+    uuid: str
+
+
+@dataclass(frozen=True)
 class Gpu:
     """One GPU (or MIG-enabled parent GPU)."""
 
@@ -63,6 +76,13 @@ class Gpu:
     sm_clock_max_mhz: float | NA
     mig_mode: str | NA = NA("not queried")
     processes: tuple[GpuProcess, ...] = ()
+    mig_devices: tuple[MigDevice, ...] = ()
+    """Its MIG devices, when MIG is enabled and `nvidia-smi -L` was asked for them."""
+
+    @property
+    def mig_enabled(self) -> bool:
+        """Whether MIG mode is on (`mig.mode.current` says `Enabled`)."""
+        return self.mig_mode == "Enabled"
 
     @property
     def mem_pct(self) -> float | NA:
@@ -81,6 +101,25 @@ class GpuReading:
     status: GpuStatus
     gpus: tuple[Gpu, ...] = ()
     message: str = ""
+    """Why there are no readings (FAILED, ABSENT): nvidia-smi's own words."""
+    errors: tuple[str, ...] = ()
+    """nvidia-smi's error lines printed next to the rows of the GPUs that answered (e.g.
+    `Unable to determine the device handle for GPU0000:41:00.0: Unknown Error` for one GPU
+    of eight): the readings of the healthy GPUs are kept, the bad one is named here."""
+    rc: int | None = None
+    """nvidia-smi's exit status (None when the record did not say)."""
+    expected: int | None = None
+    """GPUs nvidia-smi enumerated: rows read plus GPUs named by an error line."""
+    no_devices: bool = False
+    """nvidia-smi said `No devices were found`: a fault only where GPUs are expected."""
+    mig_error: str = ""
+    """Why MIG devices could not be listed (`nvidia-smi -L` failed) while MIG is on."""
+
+    @property
+    def partial(self) -> bool:
+        """Some GPUs answered and nvidia-smi reported trouble (a failing GPU, an exit status)."""
+        return self.status is GpuStatus.OK and bool(self.gpus) and (
+            bool(self.errors) or self.rc not in (0, None))
 
 
 @dataclass(frozen=True)

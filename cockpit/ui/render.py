@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cockpit.models.durations import format_bytes, format_duration
+from cockpit.models.health import Judgement
 from cockpit.models.hostview import HostTracker
 from cockpit.models.profile import StorageTier
 from cockpit.models.queue import CellState, CellView
@@ -94,6 +95,7 @@ def fleet_cells(tracker: HostTracker, palette: Palette, now: float) -> dict[str,
     if snap is None:
         return {}
     gpus = snap.gpu.gpus
+    problem = gpu_judgement(tracker, now)
     if gpus:
         util = mean_util(snap)
         mems = [g.mem_pct for g in gpus]
@@ -101,8 +103,12 @@ def fleet_cells(tracker: HostTracker, palette: Palette, now: float) -> dict[str,
         util_cell: Text | str = styled(f"{pct(util)} x{len(gpus)}", palette.busy(util))
         mem_cell: Text | str = styled(pct(mem), palette.fill(mem, 90, 97))
     else:
-        util_cell = styled((snap.gpu.message or snap.gpu.status.value)[:20], palette.muted)
+        util_cell = styled(snap.gpu.message or snap.gpu.status.value, palette.muted)
         mem_cell = ""
+    if problem is not None:
+        # The failure in the alarm colour, its words whole: the column shows their start,
+        # the filter (/) searches all of them, and the box's GPU panel prints them in full.
+        util_cell = styled(problem.text, palette.bad)
     disk = worst_disk(snap)
     inodes = worst_inodes(snap)
     memory = snap.memory.pct
@@ -135,18 +141,32 @@ def state_cell(state: HostState, palette: Palette, now: float) -> Text:
 
 
 # -- box panels -------------------------------------------------------------------------
+def gpu_judgement(tracker: HostTracker, now: float | None = None) -> Judgement | None:
+    """The box's GPU failure (nvidia-smi failed, a GPU lost or not answering), if any."""
+    return next((j for j in tracker.judgements(now) if j.kind == "gpu-failed"), None)
+
+
 def gpu_panel(tracker: HostTracker, palette: Palette) -> RenderableType:
-    """Per-GPU numbers, compute processes, and why PIDs may be missing."""
+    """Per-GPU numbers, MIG mode and devices, compute processes, why PIDs may be missing,
+    and nvidia-smi's own words, whole, when it failed for some GPU or all of them."""
     snap = tracker.snapshot
     if snap is None:
         return Text("waiting for the first probe record…")
+    problem = gpu_judgement(tracker)
+    failure: list[RenderableType] = []
+    if problem is not None:
+        failure.append(remote_text(problem.text, style=palette.bad))
+        failure.append(remote_text(problem.detail))
     if not snap.gpu.gpus:
+        if failure:
+            return Group(*failure)
         return remote_text(f"no GPU readings: {snap.gpu.message or snap.gpu.status.value}",
                            style=palette.muted)
+    mig = any(gpu.mig_enabled for gpu in snap.gpu.gpus)
     table = Table(box=None, pad_edge=False, expand=True)
     table.add_column("#", no_wrap=True)
     table.add_column("GPU", no_wrap=True, overflow="ellipsis", max_width=14)
-    for column in ("util", "memory", "temp", "power", "SM"):
+    for column in ("util", "memory", "temp", "power", "SM", *(("MIG",) if mig else ())):
         table.add_column(column, no_wrap=True)
     for gpu in snap.gpu.gpus:
         mem = "n/a" if isinstance(gpu.mem_used_mib, NA) or isinstance(gpu.mem_total_mib, NA) else (
@@ -160,9 +180,11 @@ def gpu_panel(tracker: HostTracker, palette: Palette) -> RenderableType:
             styled(mem, palette.fill(gpu.mem_pct, 90, 97)),
             styled(fmt_num(gpu.temp_c, "C"), palette.fill(gpu.temp_c, 80, 88)),
             Text(power), Text(fmt_num(gpu.sm_clock_mhz, "MHz")),
+            *((remote_text(str(gpu.mig_mode)) if not isinstance(gpu.mig_mode, NA)
+               else Text("n/a"),) if mig else ()),
         )
     procs = [(gpu.index, p) for gpu in snap.gpu.gpus for p in gpu.processes]
-    lines: list[RenderableType] = [table]
+    lines: list[RenderableType] = [table, *_mig_lines(tracker, palette), *failure]
     if procs:
         text = Text("processes: ")
         text.append(", ".join(f"gpu{i} pid {p.pid} ({fmt_num(p.used_mib, ' MiB')})"
@@ -175,6 +197,27 @@ def gpu_panel(tracker: HostTracker, palette: Palette) -> RenderableType:
     else:
         lines.append(Text("no compute processes", style=palette.muted))
     return Group(*lines)
+
+
+def _mig_lines(tracker: HostTracker, palette: Palette) -> list[RenderableType]:
+    """`gpu0 MIG: 3g.40gb #0 MIG-..., 1g.10gb #1 MIG-...` for each GPU with MIG enabled."""
+    snap = tracker.snapshot
+    if snap is None:
+        return []
+    out: list[RenderableType] = []
+    for gpu in snap.gpu.gpus:
+        if not gpu.mig_enabled:
+            continue
+        line = Text(f"gpu{gpu.index} MIG: ")
+        if gpu.mig_devices:
+            line.append_text(remote_text(", ".join(
+                f"{d.profile} #{d.device} {d.uuid}" for d in gpu.mig_devices)))
+        elif snap.gpu.mig_error:
+            line.append_text(remote_text(snap.gpu.mig_error, style=palette.bad))
+        else:
+            line.append("enabled, no MIG devices (none created yet)", style=palette.warn)
+        out.append(line)
+    return out
 
 
 def tier_for(tracker: HostTracker, mount: Mount) -> StorageTier | None:

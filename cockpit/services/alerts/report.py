@@ -11,6 +11,7 @@ import datetime as dt
 from enum import Enum
 from typing import Any
 
+from cockpit.models.health import GpuProblem, gpu_problem
 from cockpit.models.hostview import cell_name
 from cockpit.models.progress import read_run_lines
 from cockpit.models.queue import (
@@ -124,6 +125,15 @@ def queue_document(instance: Instance, snap: HostSnapshot) -> dict[str, Any]:
     return doc
 
 
+def status_gpu_problem(res: InstanceStatus) -> GpuProblem | None:
+    """The box's GPU failure as one probe record shows it (nvidia-smi or NVML failed, some
+    GPUs did not answer, fewer than the sweep's `expect_gpu`): `status` exits 1 for it."""
+    if res.snapshot is None:
+        return None
+    want = res.instance.expect_gpu
+    return gpu_problem(res.snapshot.gpu, expected=None if want is None else (want.count or 1))
+
+
 def status_document(results: list[InstanceStatus], sweep_name: str) -> dict[str, Any]:
     """The `cockpit status --json` document."""
     instances = []
@@ -145,6 +155,7 @@ def status_document(results: list[InstanceStatus], sweep_name: str) -> dict[str,
         if res.snapshot is not None:
             doc.update(_snapshot_doc(res.snapshot))
             doc["queue_view"] = queue_document(res.instance, res.snapshot)
+            doc["gpu_problem"] = to_jsonable(status_gpu_problem(res))
         instances.append(doc)
     return {"sweep": sweep_name, "instances": instances}
 

@@ -32,6 +32,12 @@ text_cap=65536
 # Lines of `ps` for the process tree, and tmux sessions listed.
 ptree_lines=20000
 tmux_lines=256
+# Lines of one nvidia-smi answer: a row or an error line per GPU (64 at most), or for
+# `nvidia-smi -L` a GPU and its up to 7 MIG devices (MAX_GPU_LINES in parse.py); compute
+# processes listed (MAX_GPU_PROCESSES); bytes of one line (MAX_GPU_LINE_CHARS).
+gpu_lines=512
+apps_lines=4096
+line_cap=512
 LC_ALL=C
 export LC_ALL
 
@@ -66,11 +72,27 @@ gpu_section() {
   if [ "$with_gpu" != 1 ]; then echo "@@gpu skipped"; return; fi
   if ! have nvidia-smi; then echo "@@gpu absent"; return; fi
   echo "@@gpu"
-  nvidia-smi --query-gpu=index,name,uuid,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.max.sm,mig.mode.current --format=csv,noheader,nounits 2>&1
-  say "@@rc $?"
+  smi "$gpu_lines" --query-gpu=index,name,uuid,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.max.sm,mig.mode.current --format=csv,noheader,nounits
+  mig=$?
   echo "@@apps"
-  nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits 2>&1
-  say "@@rc $?"
+  smi "$apps_lines" --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits
+  # Only a GPU with MIG on has MIG devices to list (smi returns 3 when a row ended so).
+  if [ "$mig" = 3 ]; then echo "@@mig"; smi "$gpu_lines" -L; fi
+}
+
+# Run `nvidia-smi ARGS...` (stderr merged) and print its answer, then "@@rc STATUS". Streamed
+# through awk, never held in a variable: at most $1 lines of at most $line_cap bytes each,
+# blank lines dropped, and a line that would read as a section header indented. Returns 3 when
+# a line ends in ", Enabled" (a --query-gpu row whose mig.mode.current is Enabled).
+smi() {
+  max=$1; shift
+  { nvidia-smi "$@" 2>&1; r=$?; echo; say "@@rc $r"; } | awk -v max="$max" -v cap="$line_cap" '
+    NR > 1 && last != "" {
+      if (last ~ /, Enabled$/) mig = 1
+      if (n < max) { l = substr(last, 1, cap); if (l ~ /^@@/) l = " " l; print l; n++ }
+    }
+    { last = $0 }
+    END { print last; exit (mig ? 3 : 0) }'
 }
 
 first_line() { IFS= read -r v < "$1" 2>/dev/null && say "$v"; }
