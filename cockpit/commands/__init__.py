@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any, cast
 
-MODULES: tuple[str, ...] = ("watch",)
+MODULES: tuple[str, ...] = ("init", "add", "watch",)
 """The command modules, in the order `cockpit --help` lists them."""
 
 
