@@ -368,7 +368,7 @@ def gpu_problem(reading: GpuReading, *, expected: int | None = None,
         if reading.status is GpuStatus.FAILED:
             words = reading.message or "nvidia-smi failed"
             return GpuProblem("failed", "failed", f"GPU failed: {words[:GPU_TEXT_CHARS]}",
-                              f"nvidia-smi says: {words} {_action(words)}")
+                              f"nvidia-smi says: {words} — {_action(words)}")
         return None
     now = {gpu.index for gpu in reading.gpus}
     gone = sorted(index for index in seen if index not in now)
@@ -385,7 +385,7 @@ def gpu_problem(reading: GpuReading, *, expected: int | None = None,
         subject = f"partial {len(now)}/{want}"
     if said:
         text += f": {said[:GPU_TEXT_CHARS]}"
-    why = f"nvidia-smi says: {said} " if said else ""
+    why = f"nvidia-smi says: {said} — " if said else ""
     return GpuProblem("lost" if gone else "partial", subject, text,
                       f"{len(now)} of {want} GPUs answered; the readings of those are kept. "
                       f"{why}{_action(said)}")

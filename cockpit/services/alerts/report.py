@@ -181,11 +181,13 @@ def status_table(results: list[InstanceStatus]) -> Any:
             cells = [res.instance.name, res.instance.profile, state, *["-"] * 7]
         else:
             gpus = snap.gpu.gpus
+            problem = status_gpu_problem(res)
             cells = [
                 res.instance.name,
                 res.instance.profile,
                 state,
-                str(len(gpus)) if gpus else snap.gpu.message or snap.gpu.status.value,
+                problem.text if problem else (
+                    str(len(gpus)) if gpus else snap.gpu.message or snap.gpu.status.value),
                 pct(mean_util(snap)),
                 pct(worst_disk(snap)),
                 pct(worst_inodes(snap)),
