@@ -362,7 +362,7 @@ def gpu_problem(reading: GpuReading, *, expected: int | None = None,
             if not want:
                 return None
             return GpuProblem(
-                "no-devices", "no devices", f"GPU: no devices were found ({want} expected)",
+                "no-devices", "no devices", f"no GPUs: No devices were found ({want} expected)",
                 f"nvidia-smi says: No devices were found, where {want} GPU(s) were "
                 f"{'seen' if seen else 'expected'}. {_NO_DEVICES_ACTION}")
         if reading.status is GpuStatus.FAILED:
