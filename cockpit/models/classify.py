@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from cockpit.models.rules import TRACEBACK, Rule, Rulebook
+from cockpit.models.rules import Rule, Rulebook
 
 MAX_CARRY = 65536
 """Bytes of an unfinished line kept for the next feed (a 10 MB line is not buffered)."""
@@ -29,8 +29,12 @@ MAX_TB_LINES = 400
 """Lines of one traceback kept for `context` rules; deeper ones only update the frame."""
 EXCERPT = 240
 
-_HEADER = TRACEBACK.replace("\\", "").encode()
-_FRAME_RE = re.compile(rb'^\s+File "(?P<path>[^"]*)", line (?P<line>\d+), in (?P<fn>.*)$')
+_HEADER = b"Traceback (most recent call last):"
+_FRAME_RE = re.compile(rb'^\s*File "(?P<path>[^"]*)", line (?P<line>\d+), in (?P<fn>.*)$')
+_HEADLESS_EXC_RE = re.compile(
+    rb"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Iteration)(?::|$)")
+"""What ends a traceback that had no header: only a line that names an exception type (frames
+without a header can also be a logger's stack dump, followed by an ordinary log line)."""
 _LIBRARY_RE = re.compile(rb"site-packages|dist-packages|/lib/python\d|^<|/torch/|/_bootstrap")
 _CHAIN = (b"During handling of the above exception", b"The above exception was the direct cause")
 _ORIGINAL = b"Original Traceback"
@@ -90,6 +94,10 @@ class _Traceback:
     """(line number, [exception line, continuation lines...]) along the chain."""
     user_frame: str = ""
     after_exception: bool = False
+    headless: bool = False
+    """Started at a frame, its header missing (a pasted excerpt)."""
+    after_frame: bool = False
+    """The previous line was a frame (the next is its code line)."""
     foreign: int = 0
     chained: bool = False
     open_message: bool = False
@@ -182,6 +190,11 @@ class LogClassifier:
                 self._line_no += 1
                 counted = pos = stop + 1
                 continue
+            if _FRAME_RE.match(line):
+                # A frame without a header: the traceback starts here.
+                self._tb = _Traceback(prefix=b"", headless=True)
+                counted = pos = start
+                continue
             # The carried line was scanned while unfinished: what it reported stays reported.
             quiet = self._carry_hits if carried and start == 0 else set()
             self._line_finding(line, match.start() - start, match.end() - start, quiet, out)
@@ -194,6 +207,15 @@ class LogClassifier:
         match = self.rulebook.scanner.search(prefix) if prefix.strip() else None
         if match is not None:
             self._line_finding(prefix, match.start(), match.end(), set(), out)
+
+    def _relined(self, line: bytes, line_no: int) -> list[Finding]:
+        """`line` (1-based line `line_no`) judged as an ordinary log line."""
+        match = self.rulebook.scanner.search(line)
+        if match is None:
+            return []
+        segment, at = _segment(line, match.start(), match.end())
+        rule = self.rulebook.match_line(segment)
+        return [] if rule is None else [Finding(rule, line_no, _excerpt(segment, at))]
 
     def _line_finding(self, line: bytes, m_start: int, m_end: int, quiet: set[str],
                       out: list[Finding]) -> None:
@@ -279,6 +301,7 @@ class LogClassifier:
                 tb.exceptions[-1][1].append(line)  # a message continuation
             return
         frame = _FRAME_RE.match(line)
+        after_frame, tb.after_frame = tb.after_frame, frame is not None
         if frame is not None:
             if not _LIBRARY_RE.search(frame["path"]):
                 path = frame["path"].decode(errors="replace").rsplit("/", 1)[-1]
@@ -287,6 +310,8 @@ class LogClassifier:
             return
         if line.strip() and line[:1] not in (b" ", b"\t") and not line.startswith(_CHAIN) \
                 and _HEADER not in line:
+            if tb.headless and after_frame and not _HEADLESS_EXC_RE.match(line):
+                return  # a pasted excerpt that lost the code line's indent
             self._exception_line(tb, line)
 
     def _exception_line(self, tb: _Traceback, line: bytes) -> None:
@@ -299,6 +324,11 @@ class LogClassifier:
         tb, self._tb = self._tb, None
         if tb is None or not tb.exceptions:
             return  # cut off before its exception line: nothing to name
+        if tb.headless and not _HEADLESS_EXC_RE.match(tb.exceptions[-1][1][0]):
+            # Frames that ended in an ordinary line (a stack dump, not a traceback): that line
+            # is judged as a line, like any other.
+            out += self._relined(tb.exceptions[-1][1][0], tb.exceptions[-1][0])
+            return
         best: tuple[Rule, int, list[bytes]] | None = None
         for line_no, lines in reversed(tb.exceptions):  # the final exception first
             rule = self.rulebook.match_line(b"\n".join(lines), traceback=tb.lines)

@@ -26,12 +26,14 @@ RuleClass = Literal[
 SEVERE_CLASSES: frozenset[str] = frozenset({"real-bug", "host-oom", "hardware", "disk-full"})
 """Classes that make `cockpit classify` exit 1: the run is lost or the box is unsafe."""
 
-Tier = Literal["scheduler", "kernel", "text", "symptom"]
-TIERS: tuple[str, ...] = ("scheduler", "kernel", "text", "symptom")
-"""Evidence order, strongest first (issue 17). What a scheduler or launcher says about the
-process (Slurm state, a signal, a preemption) outranks what the kernel or the GPU driver logged,
-which outranks what the program printed; a symptom (an NCCL watchdog firing because a peer died,
-a launcher's `ChildFailedError` wrapper) names the run only when nothing else does."""
+Tier = Literal["scheduler", "signal", "kernel", "text", "symptom"]
+TIERS: tuple[str, ...] = ("scheduler", "signal", "kernel", "text", "symptom")
+"""Evidence order, strongest first (issue 17). A scheduler's state with a reason (Slurm
+oom-kill, time limit, preemption, eviction) explains the signals that follow it; a signal a
+launcher or the shell reports (SIGKILL, SIGTERM, SIGHUP, a cancelled step) outranks what the
+kernel or the GPU driver logged, which outranks what the program printed; a symptom (an NCCL
+watchdog firing because a peer died, a launcher's `ChildFailedError` wrapper, a Ctrl-C after a
+hang) names the run only when nothing else does."""
 
 def _check_pattern(value: str) -> str:
     problem = regex.syntax_error(value)
@@ -132,7 +134,9 @@ class Rule:
         return TIERS.index(self.spec.tier)
 
 
-TRACEBACK = r"Traceback \(most recent call last\):"
+TRACEBACK = r'(?:Traceback \(most recent call last\):|^\s*File "[^"]*", line \d+, in )'
+"""Where a Python traceback starts: its header, or (in an excerpt that lost the header, as
+pasted logs often do) its first `File "...", line N, in f` frame."""
 
 
 class Rulebook:
