@@ -292,7 +292,8 @@ def test_minimal_sweep_loads_with_profile_defaults(tmp_path: Path) -> None:
     sweep = loaded.sweep
     assert sweep.sweep == "t1"
     assert (sweep.interval, sweep.pull_dir) == ("2s", "./pulled")
-    assert sweep.ssh.connect_timeout == "10s" and sweep.ssh.keepalive_count_max == 3
+    assert sweep.ssh.connect_timeout == "10s" and sweep.ssh.keepalive_count_max == 1
+    assert sweep.ssh.keepalive_interval == "3s"
     assert set(loaded.profiles) == {"autodl", "lambda"}
     assert loaded.directory == tmp_path.resolve()
     a1 = sweep.instance("a1")

@@ -166,6 +166,9 @@ class Instance(Strict):
     instance_id: str | None = None
     region: str | None = None
     price_per_hour: Annotated[float, Field(ge=0)] | None = None
+    currency: Literal["USD", "CNY"] | None = None
+    """The currency of `price_per_hour` when it is not the profile's (a reseller, a card
+    billed in another currency); by default the profile's `currency`."""
     queue: RemotePath | None = None
     queue_log: RemotePath | None = None
     run_logs: RemotePath | None = None
@@ -216,8 +219,12 @@ class SshSettings(Strict):
     """Extra known_hosts files (relative to the sweep file); ~/.ssh/known_hosts is always read."""
     identity_files: tuple[LocalPath, ...] = ()
     connect_timeout: Duration = "10s"
-    keepalive_interval: Duration = "5s"
-    keepalive_count_max: Annotated[int, Field(ge=1, le=100)] = 3
+    keepalive_interval: Duration = "3s"
+    keepalive_count_max: Annotated[int, Field(ge=1, le=100)] = 1
+    """With these defaults a frozen link is found within twice the interval (~6 s): after one
+    silent interval a keepalive goes out, after the next the connection is dropped. Records
+    every `interval` keep the link busy, so the keepalive fires only when data stopped; sshd
+    answers it even while the probe's shell is slow."""
 
 
 MAX_NOTIFY_URL = 2048

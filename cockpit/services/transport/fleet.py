@@ -354,6 +354,13 @@ class HostWatcher:
         await self._drop()
 
 
+STALE_AFTER_RECORDS = 3
+"""A box is stale once its record is this many intervals late (a missed record can be a slow
+`df`; three in a row is a box whose numbers can no longer be trusted as current)."""
+MIN_STALE_S = 5.0
+"""...but never sooner than this: a 1 s interval must not flap on one slow tick."""
+
+
 class Fleet:
     """All watchers of a sweep, with one stream of events for the UI."""
 
@@ -372,10 +379,13 @@ class Fleet:
         rebase_every = max(1, round(rebase_s / self.interval)) if rebase_s > 0 else 0
         self.queue: asyncio.Queue[FleetEvent] = asyncio.Queue()
         self.backoff = backoff or Backoff()
+        # A box whose record is this late shows as stale (the link may be fine: the numbers
+        # are simply this old), well before the keepalive drops a frozen link.
+        record_timeout = max(MIN_STALE_S, STALE_AFTER_RECORDS * self.interval)
         self.watchers = {
             inst.name: HostWatcher(inst, profiles[inst.profile], sweep.ssh, sweep_dir,
                                    emit=self.queue.put_nowait, clock=clock, backoff=backoff,
-                                   rebase_every=rebase_every)
+                                   rebase_every=rebase_every, record_timeout=record_timeout)
             for inst in sweep.instances
         }
         self._tasks: dict[str, asyncio.Task[None]] = {}
