@@ -8,7 +8,7 @@ import tracemalloc
 
 import pytest
 
-from cockpit.models.classify import MAX_CARRY, Finding, LogClassifier, classify_bytes
+from cockpit.models.classify import MAX_CARRY, Finding, LogClassifier, classify_bytes, classify_excerpt
 from cockpit.services.config.rulebook import load_rulebook
 
 RULEBOOK = load_rulebook(user=False)
@@ -225,3 +225,96 @@ def clean_log(lines: int) -> bytes:
 def test_a_clean_log_of_100k_lines_yields_no_event() -> None:
     text = clean_log(100_000)
     assert classify_bytes(RULEBOOK, [text[i:i + 65536] for i in range(0, len(text), 65536)]) == []
+
+
+# --- issue 17: excerpts as pasted in issue threads, and one verdict per excerpt ------------
+
+HEADLESS = b"""epoch 3 loss 0.41
+  File "/home/u/srgan/train.py", line 71, in <module>
+    train()
+  File "/home/u/srgan/train.py", line 38, in train
+    epoch = int(sess.run(global_step) / np.ceil(len(x_train)/batch_size)) + 1
+TypeError: object of type 'NoneType' has no len()
+next run starts
+"""
+
+
+def test_a_traceback_that_lost_its_header_starts_at_its_first_frame() -> None:
+    found = classify_bytes(RULEBOOK, [HEADLESS])
+    assert [(f.rule.id, f.line_no, f.exception, f.frame) for f in found] == [
+        ("PY", 6, "TypeError", "train.py:38 in train")]
+
+
+def test_frames_ending_in_an_ordinary_line_are_a_stack_dump_not_a_failure() -> None:
+    dump = b'Stack (most recent call last):\n  File "/app/run.py", line 9, in <module>\n    log()\nINFO:root:checkpoint saved\nepoch 2\n'
+    assert classify_bytes(RULEBOOK, [dump]) == []
+
+
+def test_a_rich_boxed_traceback_is_named_by_the_line_below_the_box() -> None:
+    log = ("step 1\n"
+           "╭──────── Traceback (most recent call last) ────────╮\n"
+           "│ /app/train.py:12 in <module>                      │\n"
+           "│ ❱ 12 │   x = d['label']                            │\n"
+           "╰───────────────────────────────────────────────────╯\n"
+           "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+           "step 2\n").encode()
+    found = classify_bytes(RULEBOOK, [log])
+    assert [(f.rule.id, f.line_no) for f in found] == [("CUDA-IMA", 6)]
+
+
+def test_text_before_a_traceback_header_on_its_line_is_judged() -> None:
+    # The terminal echoed ^C where the tqdm bar stopped; the traceback follows on that line.
+    log = b"eval:   0%|          | 0/943 [00:00<?, ?it/s]^CTraceback (most recent call last):\n  File \"test.py\", line 214, in <module>\n    main()\n"
+    assert [f.rule.id for f in classify_bytes(RULEBOOK, [log])] == ["INT"]
+
+
+def test_a_warning_rule_matches_on_a_handled_warning_line_others_do_not() -> None:
+    sm86 = b"UserWarning: NVIDIA RTX A6000 with CUDA capability sm_86 is not compatible with the current PyTorch installation."
+    rule = RULEBOOK.match_line(sm86)
+    assert rule is not None and (rule.id, rule.klass) == ("U28", "environment")
+    assert RULEBOOK.match_line(b"UserWarning: loss is nan in a metric we ignore") is None
+
+
+def test_the_verdict_follows_evidence_order_not_line_order() -> None:
+    log = b"""[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE) ran for 600020 milliseconds before timing out.
+RuntimeError: CUDA error: uncorrectable ECC error encountered
+ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 812917) of binary: /usr/bin/python
+"""
+    findings = classify_bytes(RULEBOOK, [log])
+    assert [f.rule.id for f in findings] == ["MN3", "U22", "SIGKILL"]
+    verdict = classify_excerpt(RULEBOOK, log)
+    assert verdict is not None and (verdict.rule.id, verdict.klass, verdict.line_no) == (
+        "SIGKILL", "host-oom", 3)
+    # Without the launcher's signal the driver's ECC line is the cause, and the watchdog a symptom.
+    cut = log.rsplit(b"\n", 2)[0] + b"\n"
+    verdict = classify_excerpt(RULEBOOK, cut)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("U22", "hardware")
+    alone = log.split(b"\n", 1)[0] + b"\n"
+    verdict = classify_excerpt(RULEBOOK, alone)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("MN3", "probabilistic")
+
+
+def test_a_scheduler_state_with_a_reason_explains_the_signal_after_it() -> None:
+    log = b"""srun: error: node7: task 0: Killed
+slurmstepd: error: Detected 1 oom_kill event in StepId=65138579.batch. Some of the step tasks have been OOM Killed.
+slurmstepd: error: *** STEP 65138579.0 ON node7 CANCELLED AT 2024-01-01T00:00:00 ***
+"""
+    verdict = classify_excerpt(RULEBOOK, log)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("SLURM4", "host-oom")
+
+
+def test_an_excerpt_that_ends_on_an_exception_line_died_of_it() -> None:
+    log = b"loading data\nepoch 1 loss 0.3\nAttributeError: 'NoneType' object has no attribute 'to'\n"
+    verdict = classify_excerpt(RULEBOOK, log)
+    assert verdict is not None and (verdict.rule.id, verdict.klass, verdict.line_no) == (
+        "PY", "real-bug", 3)
+    # The same line in the middle of a log is a handled error the program printed.
+    assert classify_excerpt(RULEBOOK, log + b"epoch 2 loss 0.2\n") is None
+
+
+def test_a_bare_exit_code_names_an_excerpt_only_for_a_known_runner() -> None:
+    assert classify_excerpt(RULEBOOK, b"epoch 1\n", exit_code=3) is None
+    verdict = classify_excerpt(RULEBOOK, b"epoch 1\n", exit_code=3, runner_known=True)
+    assert verdict is not None and verdict.rule.id == "U6-gate" and verdict.line_no is None
+    verdict = classify_excerpt(RULEBOOK, b"epoch 1\n", exit_code=137)
+    assert verdict is not None and verdict.klass == "host-oom"

@@ -31,6 +31,11 @@ def test_shipped_rulebook_is_valid_and_large_enough() -> None:
         assert "\n" not in rule.remediation, "one line"
     # The generic traceback rule comes last: anything more specific must win.
     assert rules[-1].id == "PY" and rules[-1].scope == "traceback"
+    # Evidence tiers (issue 17): launcher signals, driver lines and symptoms are marked.
+    tiers = {r.id: r.tier for r in rules}
+    assert tiers["SLURM4"] == "scheduler" and tiers["SIGKILL"] == "signal"
+    assert tiers["XID"] == "kernel" and tiers["PY"] == "text"
+    assert {tiers["MN3"], tiers["D20"]} == {"symptom"}
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -58,6 +63,8 @@ rules:
     (GOOD.replace("    patterns: ['ShardIndexError']\n", ""), ":3: rules[0]: "),
     (GOOD + GOOD.split("rules:\n", 1)[1], ":9: rules[1].id: duplicate id"),
     (GOOD.replace("retry: false", "retry: 'no'"), ":6: rules[0].retry: "),
+    (GOOD.replace("    retry: false\n", "    retry: false\n    tier: kernal\n"), ":7: rules[0].tier: "),
+    (GOOD.replace("    retry: false\n", "    retry: false\n    warning: 'yes'\n"), ":7: rules[0].warning: "),
     ("version: 1\nrules:\n  - id: [unclosed\n", ":3: "),
 ])
 def test_a_bad_user_rule_file_names_file_line_and_field(tmp_path: Path, body: str, where: str) -> None:

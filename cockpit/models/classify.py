@@ -31,6 +31,9 @@ EXCERPT = 240
 
 _HEADER = b"Traceback (most recent call last):"
 _FRAME_RE = re.compile(rb'^\s*File "(?P<path>[^"]*)", line (?P<line>\d+), in (?P<fn>.*)$')
+_RICH_HEADER_RE = re.compile(rb"^\s*\xe2\x95\xad\S* Traceback \(most recent call last\) ")
+"""rich's traceback box top: `╭───── Traceback (most recent call last) ─────╮`."""
+_BOX = ("│".encode(), "╰".encode(), "╭".encode())
 _HEADLESS_EXC_RE = re.compile(
     rb"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Iteration)(?::|$)")
 """What ends a traceback that had no header: only a line that names an exception type (frames
@@ -96,6 +99,8 @@ class _Traceback:
     after_exception: bool = False
     headless: bool = False
     """Started at a frame, its header missing (a pasted excerpt)."""
+    boxed: bool = False
+    """rich's boxed traceback: lines drawn in the box are frames, not exception lines."""
     after_frame: bool = False
     """The previous line was a frame (the next is its code line)."""
     foreign: int = 0
@@ -187,6 +192,12 @@ class LogClassifier:
                 # newline (a tqdm bar, `^C` echoed by the terminal): judge it as one.
                 self._prefix_finding(line[:header], out)
                 self._tb = _Traceback(prefix=line[:header])
+                self._line_no += 1
+                counted = pos = stop + 1
+                continue
+            if _RICH_HEADER_RE.match(line):
+                # rich's boxed traceback: frames inside the box, the exception line below it.
+                self._tb = _Traceback(prefix=b"", boxed=True)
                 self._line_no += 1
                 counted = pos = stop + 1
                 continue
@@ -300,6 +311,8 @@ class LogClassifier:
             elif len(tb.exceptions[-1][1]) < 20:
                 tb.exceptions[-1][1].append(line)  # a message continuation
             return
+        if tb.boxed and line.lstrip().startswith(_BOX):
+            return  # a frame, code or variable line inside rich's box
         frame = _FRAME_RE.match(line)
         after_frame, tb.after_frame = tb.after_frame, frame is not None
         if frame is not None:
@@ -382,13 +395,31 @@ def primary_cause(findings: Sequence[Finding]) -> Finding | None:
     return min(findings, key=lambda f: (f.rule.rank, f.line_no), default=None)
 
 
+FINAL_LINES = 3
+"""Blank or prompt-free lines skipped at the end of an excerpt looking for its last line."""
+
+
+def _final_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
+    """An excerpt that holds no event but ENDS on an exception line (`KeyError: 'label'`)
+    died of that exception: its traceback was cut off or printed elsewhere. Judged as the
+    exception line of a traceback, so a specific rule still wins over the generic one. A bare
+    exception line anywhere else is only text (a handled error a program printed)."""
+    lines = data.rstrip().replace(b"\r\n", b"\n").rsplit(b"\n", FINAL_LINES)
+    last = lines[-1].strip() if lines else b""
+    if not _HEADLESS_EXC_RE.match(last) or b": " not in last:
+        return []
+    line_no = data.rstrip().count(b"\n") + 1
+    found = classify_bytes(rulebook, [_HEADER + b"\n" + last + b"\n"])
+    return [Finding(f.rule, line_no, f.excerpt, f.frame, f.exception) for f in found]
+
+
 def classify_excerpt(rulebook: Rulebook, data: bytes, exit_code: int | None = None,
                      runner_known: bool = False) -> Verdict | None:
     """One verdict for a whole log excerpt: its primary cause, or None when it is clean.
 
     `exit_code` (with `runner_known`, see `Rulebook.for_exit`) names the run only when the
     log holds no event at all: a bare code from an unknown runner says nothing."""
-    cause = primary_cause(classify_bytes(rulebook, [data]))
+    cause = primary_cause(classify_bytes(rulebook, [data]) or _final_exception(rulebook, data))
     if cause is not None:
         return Verdict(cause.rule, cause.line_no, cause.excerpt, cause)
     if exit_code:

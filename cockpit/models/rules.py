@@ -134,9 +134,10 @@ class Rule:
         return TIERS.index(self.spec.tier)
 
 
-TRACEBACK = r'(?:Traceback \(most recent call last\):|^\s*File "[^"]*", line \d+, in )'
-"""Where a Python traceback starts: its header, or (in an excerpt that lost the header, as
-pasted logs often do) its first `File "...", line N, in f` frame."""
+TRACEBACK = r'(?:Traceback \(most recent call last\)|^\s*File "[^"]*", line \d+, in )'
+"""Where a Python traceback may start: its header (also as rich draws it, in a box), or (in
+an excerpt that lost the header, as pasted logs often do) its first `File "...", line N, in f`
+frame."""
 
 
 class Rulebook:
