@@ -128,6 +128,16 @@ def test_classify_cli_exit_codes_and_output(tmp_path: Path) -> None:
     (event,) = doc["files"][0]["events"]
     assert (event["rule"], event["class"], event["line"], event["retry"]) == ("U7", "disk-full", 2, True)
     assert doc["severe"] is True
+    assert doc["files"][0]["cause"] == "U7"
+
+    # Several events: the cause is picked in evidence order (issue 17), named after them.
+    mixed = tmp_path / "mixed.log"
+    mixed.write_bytes(b"[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=8)\n"
+                      b"ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) "
+                      b"local_rank: 3 (pid: 1) of binary: /usr/bin/python\n")
+    done = cockpit("classify", str(mixed))
+    assert done.returncode == 1
+    assert done.stdout.decode().splitlines()[-1].startswith(f"{mixed}: cause SIGKILL [host-oom]")
 
 
 def test_classify_cli_bad_input_exits_2_without_a_traceback(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from cockpit.models.classify import Finding, LogClassifier
+from cockpit.models.classify import Finding, LogClassifier, primary_cause
 from cockpit.models.rules import Rulebook
 from cockpit.models.text import visible
 
@@ -40,6 +40,12 @@ class FileReport:
     def severe(self) -> bool:
         """Whether a run-ending class (real-bug, host-oom, hardware, disk-full) was found."""
         return any(e.first.rule.severe for e in self.events.values())
+
+    @property
+    def cause(self) -> Finding | None:
+        """The event that names the log, in evidence order (`primary_cause`): what the
+        scheduler said before what the driver logged before what the program printed."""
+        return primary_cause([e.first for e in self.events.values()])
 
     def add(self, findings: Iterable[Finding]) -> None:
         """Collapse findings into events."""
@@ -105,6 +111,10 @@ def report_text(reports: list[FileReport]) -> str:
                 out.append(f"    at {visible(f.frame)}\n")
             retry = "retry allowed" if f.rule.spec.retry else "do not retry blindly"
             out.append(f"    fix ({retry}): {visible(f.rule.remediation, one_line=False)}\n")
+        cause = report.cause
+        if cause is not None and len(report.events) > 1:
+            out.append(f"{path}: cause {visible(cause.rule.id)} [{cause.rule.klass}] "
+                       f"(line {cause.line_no}; the other events follow from it or matter less)\n")
     return "".join(out)
 
 
@@ -116,6 +126,7 @@ def report_json(reports: list[FileReport]) -> dict[str, Any]:
             "path": r.path,
             "bytes": r.bytes_read,
             "error": r.error or None,
+            "cause": r.cause.rule.id if r.cause is not None else None,
             "events": [{
                 "rule": e.first.rule.id,
                 "class": e.first.rule.klass,
