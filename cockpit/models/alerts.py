@@ -20,6 +20,7 @@ from cockpit.models.snapshot import Reachability
 from cockpit.models.text import visible
 
 if TYPE_CHECKING:
+    from cockpit.models.billing import MoneyClock
     from cockpit.models.hostview import HostTracker
 
 MESSAGE_LIMIT = 600
@@ -100,6 +101,38 @@ def material(tracker: HostTracker, now: float) -> list[Alert]:
         out.append(Alert(("done", name, str(len(view.cells))), name, "queue-done",
                          f"{name}: all {len(view.cells)} cells finished ({ok} ok): verify now",
                          "Every cell has finished; pull and verify before anything is torn down."))
+    return out
+
+
+MONEY_ALERT_KINDS = ("balance-runway", "contract-end", "stopped-billing")
+"""Alerts read from platform truth (`cockpit.models.billing`): a balance that runs out within
+RUNWAY_ALERT_HOURS (24 h, then 4 h), a vast.ai contract that ends within CONTRACT_ALERT_HOURS,
+and a stopped instance whose storage still bills."""
+
+
+def money_alerts(platform: str, clocks: Iterable[MoneyClock]) -> list[Alert]:
+    """The material money clocks of one platform's account, as alerts.
+
+    Keyed under `platform:<name>` (never a box's name), so the latch is updated per platform
+    with `AlertLatch.update(f"platform:{platform}", ...)` and a box's own tick never clears
+    them; the threshold is in the key, so crossing 4 h after 24 h fires once more."""
+    owner = f"platform:{platform}"
+    out: list[Alert] = []
+    for clock in clocks:
+        if clock.platform != platform:
+            continue
+        if clock.kind == "runway" and clock.threshold_h is not None:
+            out.append(Alert(("money", owner, "runway", f"{clock.threshold_h:g}"), clock.instance,
+                             "balance-runway", clock.text,
+                             "Top up the balance, or pull what matters before the platform acts."))
+        elif clock.kind == "contract-end" and clock.threshold_h is not None:
+            out.append(Alert(("money", owner, clock.instance, "contract", f"{clock.threshold_h:g}"),
+                             clock.instance, "contract-end", clock.text,
+                             "Pull and verify before the end date, or extend the contract."))
+        elif clock.kind == "stopped-billing":
+            out.append(Alert(("money", owner, clock.instance, "stopped"), clock.instance,
+                             "stopped-billing", clock.text,
+                             "Destroy it once its data is verified elsewhere, or start it again."))
     return out
 
 

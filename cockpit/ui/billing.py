@@ -1,37 +1,62 @@
-"""The billing view: what each box bills now, so far, and after each teardown action."""
+"""The billing view: what each box bills now, so far, and after each teardown action; what the
+platforms themselves say beside it; orphans; per-currency totals; money danger clocks.
+
+The platform clients are polled by an async worker, never on the UI's path: the first poll
+when the view opens, then every `POLL_INTERVAL_S` after the previous poll ended (a slow API
+delays its own next poll, never the screen). A failed poll shows "platform state unknown since
+T (reason)"; the cockpit's own view stays, unconfirmed. Money clocks that cross a threshold
+ring the bell and toast once per episode (the monitor's latch, keyed per platform).
+"""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header
 
-from cockpit.models.billing import SweepBill, billing_row
+from cockpit.models.alerts import money_alerts
+from cockpit.models.billing import (
+    PlatformTruth,
+    SweepBill,
+    billing_row,
+    build_bill,
+    per_hour_unit,
+    totals_text,
+)
 from cockpit.models.durations import format_duration
 from cockpit.models.text import remote_text, visible
+from cockpit.services.platforms import POLL_INTERVAL_S, clients_for, poll_all
+from cockpit.services.platforms.base import PlatformClient
 from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import upsert_row
 from cockpit.ui.safe import PlainStatic, PlainTable
 
-BILLING_COLUMNS = ("instance", "platform", "now", "per hour", "uptime", "so far", "idle")
+BILLING_COLUMNS = ("instance", "platform", "now", "platform says", "per hour", "uptime",
+                   "so far", "idle")
 
 
 class BillingScreen(CockpitScreen):
     """Money per box and for the sweep; `enter` on a box shows what survives each teardown."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "Back")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "Back"),
+                                              Binding("r", "poll", "Poll platforms")]
 
-    def __init__(self) -> None:
+    def __init__(self, clients: list[PlatformClient] | None = None) -> None:
         super().__init__(classes="billing")
-
+        self._clients = clients
+        self.truths: dict[str, PlatformTruth] = {}
+        """The latest poll per platform (a failed poll keeps when it was last known)."""
+        self.polls = 0
+        """Polls finished since the view opened (tests wait on it)."""
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield PlainTable(id="billing-table", cursor_type="row", zebra_stripes=True)
+        yield PlainStatic(id="billing-clocks")
         yield PlainStatic(id="billing-detail")
         yield PlainStatic(id="billing-total")
         yield Footer()
@@ -40,30 +65,82 @@ class BillingScreen(CockpitScreen):
         table = self.query_one("#billing-table", DataTable)
         for column in BILLING_COLUMNS:
             table.add_column(column, key=column)
+        if self._clients is None:
+            self._clients = clients_for(t.profile.platform for t in self.cockpit.trackers.values())
         self.set_interval(1.0, self.redraw)
         self.redraw()
         table.focus()
+        if self._clients:
+            self.poll()
+
+    @work(exclusive=True, group="platforms", exit_on_error=False)
+    async def poll(self) -> None:
+        """Poll every platform once (concurrently, each bounded by its timeouts), then again
+        POLL_INTERVAL_S after this poll ended."""
+        self.truths = await poll_all(self._clients or [], self.truths, self.cockpit.clock())
+        self.polls += 1
+        self.redraw()
+        self._alert(self.bill())
+        self.set_timer(POLL_INTERVAL_S, self.poll)
+
+    def action_poll(self) -> None:
+        """Poll the platforms now."""
+        if self._clients:
+            self.poll()
 
     def bill(self) -> SweepBill:
-        """The current bill."""
+        """The current bill: the cockpit's rows reconciled with the latest platform truth."""
         now = self.cockpit.clock()
-        return SweepBill(tuple(billing_row(t, now) for t in self.cockpit.trackers.values()))
+        trackers = self.cockpit.trackers.values()
+        ids = {t.instance.name: (t.profile.platform, t.instance.instance_id) for t in trackers}
+        return build_bill([billing_row(t, now) for t in trackers], ids, self.truths, now)
+
+    def _alert(self, bill: SweepBill) -> None:
+        """Money clocks past a threshold: bell and toast once per episode (per platform)."""
+        latch = self.cockpit.monitor.latch
+        for platform in self.truths:
+            for alert in latch.update(f"platform:{platform}", money_alerts(platform, bill.clocks)):
+                self.cockpit.alerts_fired.append(alert)
+                self.cockpit.bell()
+                self.cockpit.notify(alert.text, title="cockpit alert", severity="warning",
+                                    timeout=10)
 
     def redraw(self) -> None:
-        """Refresh the rows, the detail and the totals."""
+        """Refresh the rows, the clocks, the detail and the totals."""
         bill = self.bill()
         palette = self.cockpit.palette
         table = self.query_one("#billing-table", DataTable)
         for row in bill.rows:
-            price = f"{row.price_per_hour:.2f}" if row.price_per_hour is not None else "-"
-            so_far = f"{row.so_far:.2f}" if row.so_far is not None else "-"
+            unit = per_hour_unit(row.currency)
+            rate = row.rate_now
+            price = f"{rate:.2f} {unit}" if rate is not None else f"- {unit}"
+            so_far = f"{row.so_far:.2f} {row.currency}" if row.so_far is not None else "-"
             uptime = format_duration(row.uptime_s) if row.uptime_s is not None else "-"
+            says_style = palette.bad if row.disagree or row.orphan else ""
+            now_style = palette.bad if row.disagree else ""
             cells: tuple[Text | str, ...] = (
-                remote_text(row.instance), remote_text(row.platform), remote_text(row.now), price,
-                uptime, so_far, remote_text(row.idle, style=palette.bad) if row.idle else "-")
+                remote_text(row.instance, style=palette.bad if row.orphan else ""),
+                remote_text(row.platform), remote_text(row.now, style=now_style),
+                remote_text(row.platform_says or "-", style=says_style), price, uptime, so_far,
+                remote_text(row.idle, style=palette.bad) if row.idle else "-")
             upsert_row(table, row.instance, BILLING_COLUMNS, cells)
-        total = Text(f"sweep: {bill.per_hour:.2f}/h while every box bills; at least "
-                     f"{bill.so_far:.2f} so far (price x uptime)", style="bold")
+        clocks = Text()
+        for clock in bill.clocks:
+            style = palette.bad if clock.threshold_h is not None or clock.kind == "stopped-billing" \
+                else ""
+            clocks.append(visible(clock.text) + "\n", style=style)
+        for line in bill.unknown:
+            clocks.append(visible(line) + "\n", style=palette.muted)
+        for row in bill.rows:
+            if row.disagree:
+                clocks.append(visible(f"{row.instance}: {row.disagree}") + "\n", style=palette.bad)
+        self.query_one("#billing-clocks", PlainStatic).update(clocks)
+        total = Text(f"sweep: {totals_text(bill.per_hour, '/h')} while what bills now bills; at "
+                     f"least {totals_text(bill.so_far)} so far (price x uptime)", style="bold")
+        if bill.orphans:
+            total.append("\n" + visible(f"{len(bill.orphans)} instance(s) on the account that no "
+                                        f"sweep watches: {', '.join(r.instance for r in bill.orphans)}"),
+                         style=palette.bad)
         if bill.unpriced:
             total.append("\n" + visible(f"no price_per_hour in the sweep for: {', '.join(bill.unpriced)}"),
                          style=palette.muted)
@@ -77,6 +154,11 @@ class BillingScreen(CockpitScreen):
         key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
         row = next((r for r in bill.rows if r.instance == key), None)
         if row is None:
+            return
+        if row.orphan:
+            text = Text(visible(f"{row.instance}: on the account, in no sweep: it bills "
+                                f"({row.platform_says})"), style="bold")
+            self.query_one("#billing-detail", PlainStatic).update(text)
             return
         text = Text(visible(f"{row.instance}: what still bills after each teardown action") + "\n",
                     style="bold")

@@ -1,0 +1,51 @@
+"""Read-only platform clients: what vast.ai, RunPod and Lambda themselves say.
+
+- `base`: `PlatformClient` (key, base URL, bounded HTTP, error classes), `ApiKey` (never
+  printed), the bounds (`TIMEOUT`, `MAX_RESPONSE_BYTES`, ...).
+- `vastai.VastClient`, `runpod.RunPodClient`, `lambda_cloud.LambdaClient`.
+- `CLIENTS`: profile `platform` -> client class; `clients_for(platforms)`; `poll_all`.
+
+Paperspace is left out: its Gradient/Core v1 API is being retired for the new paperspace.com
+API (DigitalOcean), whose machine list and billing fields are not yet documented stably.
+AutoDL and the Chinese rentals have no official instance API. Nothing here mutates a platform.
+Imports only downward (models); never Textual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+
+from cockpit.models.billing import PlatformTruth, carry_since
+from cockpit.services.platforms.base import PlatformClient
+from cockpit.services.platforms.lambda_cloud import LambdaClient
+from cockpit.services.platforms.runpod import RunPodClient
+from cockpit.services.platforms.vastai import VastClient
+
+CLIENTS: dict[str, type[PlatformClient]] = {
+    "vastai": VastClient, "runpod": RunPodClient, "lambda": LambdaClient,
+}
+"""Profile `platform` -> its client."""
+
+POLL_INTERVAL_S = 120.0
+"""Seconds between polls of one platform in the TUI: prices and states change on the scale of
+minutes, balances drain by cents; each platform rate-limits its API (vast.ai answers 429 to
+bursts), and a poll every two minutes is far inside every published limit."""
+
+
+def clients_for(platforms: Iterable[str]) -> list[PlatformClient]:
+    """A client per platform that has one, with the user's key (or none: it reports why)."""
+    out: list[PlatformClient] = []
+    for platform in sorted(set(platforms)):
+        kind = CLIENTS.get(platform)
+        if kind is not None:
+            out.append(kind(kind.find_key()))
+    return out
+
+
+async def poll_all(clients: Iterable[PlatformClient], previous: Mapping[str, PlatformTruth],
+                   now: float | None = None) -> dict[str, PlatformTruth]:
+    """Every client at once; each failure carries the moment its state was last known."""
+    polled = list(clients)
+    results = await asyncio.gather(*(c.poll(now) for c in polled))
+    return {t.platform: carry_since(previous.get(t.platform), t) for t in results}
