@@ -85,10 +85,9 @@ def _figure(klass: str) -> str:
 # strict=True: the day one meets it, the xfail fails and must be removed.
 BELOW_BAR: dict[str, str] = {
     "real-bug": "test-only split: precision 1.000, recall 0.769 (n=13)",
-    "host-oom": "test-only split: precision 1.000, recall 0.875 (n=8)",
     "hardware": "test-only split: precision 1.000, recall 0.818 (n=11)",
     "probabilistic": "test-only split: precision 0.917, recall 0.786 (n=14)",
-    "ops": "test-only split: precision 0.667, recall 0.800 (n=5)",
+    "ops": "test-only split: precision 0.800, recall 0.800 (n=5)",
 }
 
 

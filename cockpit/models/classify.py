@@ -396,7 +396,13 @@ def primary_cause(findings: Sequence[Finding]) -> Finding | None:
 
 
 FINAL_LINES = 3
-"""Blank or prompt-free lines skipped at the end of an excerpt looking for its last line."""
+"""How many lines from the end an excerpt's final exception may sit (a launcher's exit notice
+or a shell prompt may follow it)."""
+_RANK_PREFIX_RE = re.compile(rb"^\[(?:rank|default)\d*\]:\s*")
+_EPILOGUE_RE = re.compile(
+    rb"^$|^\S*[$#>]$|(?i:exit|status|finished|failed|abort|terminat|press any key)")
+"""What may follow a fatal exception at an excerpt's end: a blank line, a shell prompt, the
+launcher's exit notice."""
 
 
 def _final_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
@@ -404,13 +410,18 @@ def _final_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
     died of that exception: its traceback was cut off or printed elsewhere. Judged as the
     exception line of a traceback, so a specific rule still wins over the generic one. A bare
     exception line anywhere else is only text (a handled error a program printed)."""
-    lines = data.rstrip().replace(b"\r\n", b"\n").rsplit(b"\n", FINAL_LINES)
-    last = lines[-1].strip() if lines else b""
-    if not _HEADLESS_EXC_RE.match(last) or b": " not in last:
-        return []
-    line_no = data.rstrip().count(b"\n") + 1
-    found = classify_bytes(rulebook, [_HEADER + b"\n" + last + b"\n"])
-    return [Finding(f.rule, line_no, f.excerpt, f.frame, f.exception) for f in found]
+    body = data.rstrip().replace(b"\r\n", b"\n")
+    total = body.count(b"\n") + 1
+    tail = body.rsplit(b"\n", FINAL_LINES)
+    for back, raw in enumerate(reversed(tail)):
+        line = _RANK_PREFIX_RE.sub(b"", raw.strip())
+        if _HEADLESS_EXC_RE.match(line) and (b": " in line or line.endswith(b"Error")):
+            found = classify_bytes(rulebook, [_HEADER + b"\n" + line + b"\n"])
+            return [Finding(f.rule, total - back, f.excerpt, f.frame, f.exception)
+                    for f in found]
+        if not _EPILOGUE_RE.search(line):
+            break  # the run went on after it: a handled error it printed
+    return []
 
 
 def classify_excerpt(rulebook: Rulebook, data: bytes, exit_code: int | None = None,
