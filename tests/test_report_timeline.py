@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from cockpit.commands import report
-from cockpit.services.store.db import Store, default_db_path
-from cockpit.services.store.timeline import BoxRows, build_timeline
+from cockpit.services.store.db import Store, StoreReader, default_db_path
+from cockpit.services.store.timeline import BoxRows, _billing, billing_sql, build_timeline
 
 T0 = 1_790_000_000.0
 H = 3600.0
@@ -175,3 +175,28 @@ def test_timeline_is_pure_over_rows() -> None:
     empty = build_timeline("s", [BoxRows("a1")], since=None, until=None, generated_at=1.0)
     box = empty.boxes[0]
     assert box.cost is None and box.entries == () and box.cells == () and box.watched_s == 0
+
+
+def test_billing_in_sql_matches_the_pure_sum_over_buckets_raw_and_gaps(tmp_path: Path) -> None:
+    path = tmp_path / "gaps.db"
+    store = Store.open(path, sweep="g", role="test")
+    now = T0 + 2 * 24 * H
+    with store.batch():
+        for i in range(0, int(2 * 24 * H), 2):
+            if 10 * H <= i < 12 * H or 40 * H <= i < 41 * H:
+                continue  # nobody watched: the writer was down
+            price = 2.0 if i < 30 * H else 3.5
+            store.sample("a1", T0 + i, {"price_h": price})
+    store.compact(now)
+    store.close()
+    with StoreReader(path) as reader:
+        assert any(p.span for p in reader.samples("a1", "price_h"))  # both kinds are there
+        for since in (None, T0 + 11 * H, T0 + 30 * H + 7, now - 3 * H):
+            pure = _billing(reader.samples("a1", "price_h"), since, now)
+            sql = billing_sql(reader, "a1", since, now)
+            assert sql == pytest.approx(pure), since
+        watched, unwatched, cost, price = billing_sql(reader, "a1", None, now)
+    assert price == 3.5
+    assert unwatched == pytest.approx(3 * H, abs=120)
+    assert watched == pytest.approx(45 * H, abs=120)
+    assert cost == pytest.approx(2.0 * 28 + 3.5 * 17, rel=0.01)

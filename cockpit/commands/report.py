@@ -50,8 +50,6 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from cockpit.models.durations import parse_duration
-    from cockpit.services.config.sweepfile import load_sweep
-    from cockpit.services.config.yamlfile import ConfigError
     from cockpit.services.store.db import StoreReader, default_db_path
     from cockpit.services.store.schema import SchemaError
     from cockpit.services.store.timeline import build_timeline, gather, render, to_json
@@ -66,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
     sweep_name = str(args.sweep)
     sweep_file = Path(args.sweep)
     if sweep_file.is_file():
+        from cockpit.services.config.sweepfile import load_sweep  # pydantic: only when needed
+        from cockpit.services.config.yamlfile import ConfigError
+
         try:
             loaded = load_sweep(sweep_file)
         except ConfigError as exc:
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             since = (until if until is not None else now) - since_s if since_s else None
             if names is not None:
                 names += [n for n in reader.instances() if n not in names]
-            timeline = build_timeline(sweep_name, gather(reader, names, since=since),
+            timeline = build_timeline(sweep_name, gather(reader, names, since=since, until=until),
                                       since=since, until=until, generated_at=now)
     except (SchemaError, OSError) as exc:
         return _fail(str(exc))

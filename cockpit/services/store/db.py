@@ -728,15 +728,18 @@ class StoreReader:
 
     def seen(self, instance: str, *, since: float | None = None) -> list[float]:
         """The first and last time any sample of `instance` was stored (at or after `since`);
-        [] when none."""
+        [] when none. Two index seeks per series and table, never a scan."""
         lo = -1e18 if since is None else since
         times: list[float] = []
-        for sql in ("SELECT MIN(s.at), MAX(s.at) FROM samples s JOIN series ON series.id = "
-                    "s.series WHERE series.instance = ? AND s.at >= ?",
-                    "SELECT MIN(b.minute), MAX(b.minute) FROM buckets b JOIN series ON "
-                    "series.id = b.series WHERE series.instance = ? AND b.minute >= ?"):
-            row = self.conn.execute(sql, (instance, lo)).fetchone()
-            times += [float(v) for v in row if v is not None]
+        ids = [int(r[0]) for r in self.conn.execute("SELECT id FROM series WHERE instance = ?",
+                                                    (instance,))]
+        for sid in ids:
+            for table, column in (("samples", "at"), ("buckets", "minute")):
+                for agg in ("MIN", "MAX"):
+                    row = self.conn.execute(f"SELECT {agg}({column}) FROM {table} WHERE "
+                                            f"series = ? AND {column} >= ?", (sid, lo)).fetchone()
+                    if row[0] is not None:
+                        times.append(float(row[0]))
         return [min(times), max(times)] if times else []
 
     def latest_records(self) -> dict[str, RecordRow]:

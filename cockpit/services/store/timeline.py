@@ -144,7 +144,9 @@ class BoxRows:
     alerts: list[AlertRow] = field(default_factory=list)
     audit: list[AuditRow] = field(default_factory=list)
     price: list[Point] = field(default_factory=list)
-    """The `price_h` series, oldest first."""
+    """The `price_h` series, oldest first (used when `billing` is None)."""
+    billing: Billing | None = None
+    """The same series already summed by SQL (`gather` does, for a month of points)."""
     seen: list[float] = field(default_factory=list)
     """Times of any sample of the box (first and last are enough)."""
 
@@ -154,8 +156,11 @@ def _overlap(start: float, end: float, since: float | None) -> float:
     return max(0.0, end - lo)
 
 
-def _billing(price: Sequence[Point], since: float | None,
-             until: float | None) -> tuple[float, float, float | None, float | None]:
+Billing = tuple[float, float, float | None, float | None]
+"""(watched seconds, unwatched seconds, cost, latest price per hour)."""
+
+
+def _billing(price: Sequence[Point], since: float | None, until: float | None) -> Billing:
     """(watched seconds, unwatched seconds, cost, latest price) from the price series."""
     points = [p for p in price if (since is None or p.at + p.span >= since)]
     if not points:
@@ -271,7 +276,8 @@ def box_timeline(rows: BoxRows, since: float | None, until: float | None) -> Box
                                  detail=str(entry.entry.get("note") or "")))
     entries.sort(key=lambda e: (e.at, e.kind))
     entries = entries[-MAX_ENTRIES:]
-    watched, unwatched, cost, price = _billing(rows.price, since, until)
+    watched, unwatched, cost, price = (rows.billing if rows.billing is not None
+                                       else _billing(rows.price, since, until))
     if price is None:
         cost = None
     idle_cost = price * idle / 3600.0 if price is not None else None
@@ -292,8 +298,65 @@ def build_timeline(sweep: str, boxes: Iterable[BoxRows], *, since: float | None,
                     tuple(box_timeline(rows, since, until) for rows in boxes))
 
 
+BILLING_SQL = """
+WITH pts AS (
+    SELECT minute AS at, avg AS value, :bucket AS span FROM buckets
+    WHERE series = :s AND minute + :bucket >= :since
+    UNION ALL
+    SELECT at, value, 0.0 FROM samples WHERE series = :s AND at >= :since
+), seq AS (
+    SELECT at, value, span, LEAD(at) OVER (ORDER BY at) AS next FROM pts
+), seg AS (
+    SELECT value,
+           CASE WHEN next - at <= :gap THEN next ELSE at + MIN(span, next - at) END AS hi,
+           MAX(at, :since) AS lo,
+           CASE WHEN next - at > :gap THEN next ELSE NULL END AS gap_end,
+           MAX(at + MIN(span, next - at), :since) AS gap_lo
+    FROM seq WHERE next IS NOT NULL
+)
+SELECT COALESCE(SUM(MAX(hi - lo, 0)), 0), COALESCE(SUM(MAX(gap_end - gap_lo, 0)), 0),
+       COALESCE(SUM(value * MAX(hi - lo, 0)), 0) / 3600.0
+FROM seg
+"""
+"""`_billing` in SQL: a month of per-minute price points summed where they lie."""
+
+
+def billing_sql(reader: StoreReader, instance: str, since: float | None,
+                until: float | None) -> Billing:
+    """`_billing` over the box's stored price series, summed by SQLite (same result)."""
+    from cockpit.services.store.db import BUCKET_S
+
+    row = reader.conn.execute("SELECT id FROM series WHERE instance = ? AND metric = ?",
+                              (instance, PRICE_H)).fetchone()
+    if row is None:
+        return 0.0, 0.0, None, None
+    sid = int(row[0])
+    lo = -1e18 if since is None else since
+    args = {"s": sid, "since": lo, "gap": BILL_GAP_S, "bucket": float(BUCKET_S)}
+    reader.conn.execute("BEGIN")  # one snapshot: the body and the last point agree
+    try:
+        watched, unwatched, cost = reader.conn.execute(BILLING_SQL, args).fetchone()
+        # The newest point: an index seek in each table, never a sort of the month.
+        candidates = [r for r in (
+            reader.conn.execute("SELECT minute, avg, :bucket FROM buckets WHERE series = :s "
+                                "ORDER BY minute DESC LIMIT 1", args).fetchone(),
+            reader.conn.execute("SELECT at, value, 0.0 FROM samples WHERE series = :s "
+                                "ORDER BY at DESC LIMIT 1", args).fetchone(),
+        ) if r is not None and float(r[0]) + float(r[2]) >= lo]
+        last = max(candidates, key=lambda r: float(r[0])) if candidates else None
+    finally:
+        reader.conn.execute("COMMIT")
+    if last is None:
+        return 0.0, 0.0, None, None
+    at, value, span = float(last[0]), float(last[1]), float(last[2])
+    tail = span or (min(until - at, BILL_GAP_S) if until is not None else 0.0)
+    seconds = _overlap(at, at + max(tail, 0.0), since)
+    return (float(watched) + seconds, float(unwatched),
+            float(cost) + value * seconds / 3600.0, value)
+
+
 def gather(reader: StoreReader, instances: Sequence[str] | None = None, *,
-           since: float | None = None) -> list[BoxRows]:
+           since: float | None = None, until: float | None = None) -> list[BoxRows]:
     """Read every box's rows (all boxes the store knows, or `instances` in that order)."""
     names = list(instances) if instances is not None else reader.instances()
     out = []
@@ -306,7 +369,7 @@ def gather(reader: StoreReader, instances: Sequence[str] | None = None, *,
         rows.judgements = reader.judgements(instance=name, since=since, limit=unlimited)
         rows.alerts = reader.alerts(instance=name, since=since, limit=unlimited)
         rows.audit = reader.audit(instance=name, since=since, limit=unlimited)
-        rows.price = reader.samples(name, PRICE_H, since=None if since is None else since - 3600)
+        rows.billing = billing_sql(reader, name, since, until)
         rows.seen = reader.seen(name, since=since)
         out.append(rows)
     return out
