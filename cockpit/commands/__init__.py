@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any, cast
 
-MODULES: tuple[str, ...] = ("init", "add", "watch",)
+MODULES: tuple[str, ...] = ("init", "add", "watch", "billing",)
 """The command modules, in the order `cockpit --help` lists them."""
 
 

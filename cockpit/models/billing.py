@@ -164,13 +164,16 @@ class PlatformTruth:
         """True when this poll returned the account."""
         return self.account is not None
 
-    def unknown_text(self) -> str:
-        """`platform state unknown since 12:03:04 UTC (reason)`, for the views."""
+    def since_text(self) -> str:
+        """`unknown since 12:03:04 UTC`: the short form for a table cell."""
         import time
 
         since = self.since if self.since is not None else self.at
-        stamp = time.strftime("%H:%M:%S UTC", time.gmtime(since))
-        return f"{self.platform}: platform state unknown since {stamp} ({self.error})"
+        return f"unknown since {time.strftime('%H:%M:%S UTC', time.gmtime(since))}"
+
+    def unknown_text(self) -> str:
+        """`runpod: platform state unknown since 12:03:04 UTC (reason)`, for the views."""
+        return f"{self.platform}: platform state {self.since_text()} ({self.error})"
 
 
 def carry_since(previous: PlatformTruth | None, new: PlatformTruth) -> PlatformTruth:
@@ -343,7 +346,7 @@ def reconcile(row: BillingRow, truth: PlatformTruth | None, instance_id: str | N
     if truth is None or not instance_id:
         return row
     if truth.account is None:
-        return _replace(row, platform_says=truth.unknown_text().split(": ", 1)[1])
+        return _replace(row, platform_says=f"{truth.since_text()} (reason below)")
     inst = next((i for i in truth.account.instances if i.instance_id == instance_id), None)
     reachable = row.now.startswith("running")
     if inst is None or inst.state == "gone":
