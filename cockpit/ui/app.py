@@ -31,6 +31,7 @@ from cockpit.models.history import HistoryItem, merge
 from cockpit.models.rules import Rulebook
 from cockpit.models.snapshot import Reachability
 from cockpit.models.text import visible
+from cockpit.models.trend import Trend, resample
 from cockpit.services.config.acks import AckStore
 from cockpit.services.config.resources import shipped_dir
 from cockpit.services.config.rulebook import load_rulebook
@@ -51,6 +52,8 @@ from cockpit.ui.modals import DangerBanner, HelpScreen, HostKeyScreen
 from cockpit.ui.render import Palette
 from cockpit.ui.themes import DEFAULT_THEME, shipped_themes
 
+TREND_REFRESH_S = 30.0
+"""How often a box screen's whole-run trend re-reads the store (a column spans minutes)."""
 EventSource = Callable[[], AsyncIterator[FleetEvent]]
 REPAINT_S = 1.0
 """Repaint at most once a second: every box's record in that second lands in one repaint."""
@@ -121,6 +124,7 @@ class CockpitApp(App[int]):
         self.history_error = ""
         self.session = session
         self._channel_warned: dict[str, str] = {}
+        self._trend_cache: dict[tuple[str, str], tuple[float, list[tuple[float, float]]]] = {}
         """The store side of this session (writer, or follower of a `cockpit watch`)."""
         self.metrics_at = metrics
         self.metrics_handle: Callable[[], None] | None = None
@@ -297,6 +301,40 @@ class CockpitApp(App[int]):
             except Exception as exc:  # a locked or damaged store must not close the list
                 self.history_error = visible(f"{type(exc).__name__}: {exc}"[:200])
         return merge(stored, self.monitor.session_history(instance))
+
+    def gpu_trend(self, name: str, index: int, columns: int) -> tuple[Trend, str]:
+        """GPU `index`'s utilisation on box `name` over the whole run (the store's samples,
+        then this session's) resampled to `columns`, and where it comes from in words."""
+        from cockpit.services.store.db import metric_gpu_util
+
+        stored = self._stored_points(name, metric_gpu_util(index))
+        series = self.trackers[name].gpu_util.get(index)
+        live = list(series.points) if series is not None else []
+        last = stored[-1][0] if stored else None
+        merged = stored + [p for p in live if last is None or p[0] > last]
+        trend = resample(merged, self.clock(), columns)
+        return trend, ("whole run" if stored else "this session")
+
+    def _stored_points(self, name: str, metric: str) -> list[tuple[float, float]]:
+        """A store series as (time, peak) points, re-read at most every `TREND_REFRESH_S`."""
+        if self.session is None:
+            return []
+        key = (name, metric)
+        cached = self._trend_cache.get(key)
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < TREND_REFRESH_S:
+            return cached[1]
+        from cockpit.services.store.db import StoreReader
+
+        points: list[tuple[float, float]] = []
+        try:
+            if self.session.db.exists():
+                with StoreReader(self.session.db) as reader:
+                    points = [(p.at, p.peak) for p in reader.samples(name, metric)]
+        except Exception as exc:  # a locked or damaged store: this session's line instead
+            self.history_error = visible(f"{type(exc).__name__}: {exc}"[:200])
+        self._trend_cache[key] = (now, points)
+        return points
 
     def failing_channels(self) -> dict[str, str]:
         """Channel label -> last error, for channels whose latest delivery failed: this
