@@ -20,7 +20,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from cockpit.models.billing import PlatformTruth, carry_since
-from cockpit.services.platforms import base, clients_for, poll_all
+from cockpit.services.platforms import base, clients_for, clients_for_sweep, poll_all
 from cockpit.services.platforms.base import ApiKey
 from cockpit.services.platforms.lambda_cloud import LambdaClient
 from cockpit.services.platforms.runpod import RunPodClient
@@ -292,6 +292,10 @@ async def test_poll_all_carries_since_and_builds_clients(httpserver: HTTPServer)
     assert again.since == NOW
     kinds = [type(c).__name__ for c in clients_for(["autodl", "runpod", "vastai", "lambda"])]
     assert kinds == ["LambdaClient", "RunPodClient", "VastClient"]
+    demo = [("vastai", "demo-v1-0001"), ("runpod", "demo-r1-0001"), ("runpod", "real-pod")]
+    assert [c.platform for c in clients_for_sweep(demo, {})] == ["runpod"]
+    stand_in = clients_for_sweep(demo, {"COCKPIT_VASTAI_API": "http://127.0.0.1:9"})
+    assert [c.platform for c in stand_in] == ["runpod", "vastai"]
 
 
 def test_base_url_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from cockpit.models.billing import BillingRow, bill_json, billing_after, build_bill, instance_currency
     from cockpit.services.config.sweepfile import load_sweep
     from cockpit.services.config.yamlfile import ConfigError
-    from cockpit.services.platforms import clients_for, poll_all
+    from cockpit.services.platforms import clients_for_sweep, poll_all
 
     path = Path(args.sweep)
     if not path.is_file():
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         ids[inst.name] = (profile.platform, inst.instance_id)
     truths = {}
     if not args.offline:
-        clients = clients_for(p for p, _ in ids.values())
+        clients = clients_for_sweep(ids.values())
         truths = asyncio.run(poll_all(clients, {}, now))
     bill = build_bill(rows, ids, truths, now)
     if args.json:

@@ -29,7 +29,7 @@ from cockpit.models.billing import (
 )
 from cockpit.models.durations import format_duration
 from cockpit.models.text import remote_text, visible
-from cockpit.services.platforms import POLL_INTERVAL_S, clients_for, poll_all
+from cockpit.services.platforms import POLL_INTERVAL_S, clients_for_sweep, poll_all
 from cockpit.services.platforms.base import PlatformClient
 from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import upsert_row
@@ -66,7 +66,8 @@ class BillingScreen(CockpitScreen):
         for column in BILLING_COLUMNS:
             table.add_column(column, key=column)
         if self._clients is None:
-            self._clients = clients_for(t.profile.platform for t in self.cockpit.trackers.values())
+            self._clients = clients_for_sweep((t.profile.platform, t.instance.instance_id)
+                                              for t in self.cockpit.trackers.values())
         self.set_interval(1.0, self.redraw)
         self.redraw()
         table.focus()

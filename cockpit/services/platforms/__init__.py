@@ -3,7 +3,8 @@
 - `base`: `PlatformClient` (key, base URL, bounded HTTP, error classes), `ApiKey` (never
   printed), the bounds (`TIMEOUT`, `MAX_RESPONSE_BYTES`, ...).
 - `vastai.VastClient`, `runpod.RunPodClient`, `lambda_cloud.LambdaClient`.
-- `CLIENTS`: profile `platform` -> client class; `clients_for(platforms)`; `poll_all`.
+- `CLIENTS`: profile `platform` -> client class; `clients_for(platforms)`,
+  `clients_for_sweep(boxes)` (skips the demo fleet's made-up instances); `poll_all`.
 
 Paperspace is left out: its Gradient/Core v1 API is being retired for the new paperspace.com
 API (DigitalOcean), whose machine list and billing fields are not yet documented stably.
@@ -41,6 +42,28 @@ def clients_for(platforms: Iterable[str]) -> list[PlatformClient]:
         if kind is not None:
             out.append(kind(kind.find_key()))
     return out
+
+
+DEMO_PREFIX = "demo-"
+"""Instance ids of the demo fleet (`cockpit demo`): a platform whose sweep instances all carry
+it is never asked with the user's real key, unless its `COCKPIT_<PLATFORM>_API` points at a
+stand-in."""
+
+
+def clients_for_sweep(boxes: Iterable[tuple[str, str | None]],
+                      environ: Mapping[str, str] | None = None) -> list[PlatformClient]:
+    """The clients for a sweep's (platform, instance_id) pairs: `clients_for` without the
+    platforms that only the demo fleet's made-up instances use (no real account to ask)."""
+    import os
+
+    env = os.environ if environ is None else environ
+    ids: dict[str, list[str | None]] = {}
+    for platform, iid in boxes:
+        ids.setdefault(platform, []).append(iid)
+    wanted = [p for p, got in ids.items()
+              if p in CLIENTS and (env.get(CLIENTS[p].env_base)
+                                   or not all(i and i.startswith(DEMO_PREFIX) for i in got))]
+    return clients_for(wanted)
 
 
 async def poll_all(clients: Iterable[PlatformClient], previous: Mapping[str, PlatformTruth],
