@@ -44,10 +44,20 @@ def _say(text: object, *, err: bool = False, end: str = "\n") -> None:
     command output, error messages. It passes `visible()` with newlines kept and nothing cut,
     so an OSC 52, a CSI 2J or a bidi override is shown to the user instead of being obeyed by
     the terminal, and an undecodable byte prints as `\\xNN` instead of raising.
+
+    A Rich table is drawn by `_console` (markup off) at the terminal's width, or `PIPE_WIDTH`
+    in a pipe, its rows without trailing blanks: its cells are `remote_text`, made visible
+    cell by cell, so the table's own styles (bold headers) are the only escapes written.
     """
     from cockpit.models.text import visible
 
     stream = sys.stderr if err else sys.stdout
+    if hasattr(text, "__rich_console__"):
+        console = _console(err=err)
+        with console.capture() as captured:
+            console.print(text)
+        stream.write("\n".join(line.rstrip() for line in captured.get().splitlines()) + end)
+        return
     stream.write(visible(str(text), one_line=False, limit=0) + end)
 
 
@@ -109,11 +119,13 @@ def _build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpar
                            help="drive the TUI headless on the demo fleet and write SVGs")
     shots.add_argument("--out", type=Path, default=Path("screenshots"),
                        help="output folder (default: ./screenshots)")
+    shots.add_argument("--json", action="store_true", help="print a JSON document")
 
     trust = sub.add_parser("trust", help="approve an unknown host key by its SHA-256 fingerprint")
     trust.add_argument("sweep", type=Path)
     trust.add_argument("instance")
     trust.add_argument("--fingerprint", required=True, help="SHA256:... as shown by status")
+    trust.add_argument("--json", action="store_true", help="print a JSON document")
 
     classify = sub.add_parser(
         "classify", help="classify failures in log files (exit 1 when a run-ending one is found)",
@@ -157,6 +169,7 @@ def _build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpar
         cmd = sub.add_parser(verb, help=text)
         cmd.add_argument("sweep", type=Path)
         cmd.add_argument("--instance", required=True, metavar="NAME")
+        cmd.add_argument("--json", action="store_true", help="print a JSON document")
         if verb == "launch":
             cmd.add_argument("--queue", type=Path, metavar="FILE",
                              help="a local queue file to upload first (refused while in use)")
@@ -174,6 +187,8 @@ def _build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpar
     discover.add_argument("--name", default="discovered", help="sweep name (discovered)")
     discover.add_argument("--ssh-config", action="append", default=[], type=Path, metavar="FILE",
                           help="an extra ssh_config file (also written into the sweep)")
+    discover.add_argument("--json", action="store_true",
+                          help="print a JSON document (the queues found, and the sweep text)")
 
     teardown = sub.add_parser(
         "teardown", help="print an instance's teardown plan (--dry-run); changes nothing",
@@ -256,7 +271,7 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
         if args.json:
             _say_json({"profiles": rows, "problems": [str(p) for p in loaded.problems]})
         else:
-            _console().print(_profiles_table(rows))
+            _say(_profiles_table(rows))
         for problem in loaded.problems:
             _say(problem, err=True)
         return EXIT_INVALID if loaded.problems else EXIT_OK
@@ -278,18 +293,19 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
 def _profiles_table(rows: list[dict[str, object]]) -> Table:
     """`profiles list` as a borderless Rich table: Rich measures cell widths (a CJK character
     takes two columns), so rows with 恒源云 or 关机 line up, which `str.ljust` did not."""
-    from rich import box
     from rich.table import Table
 
     from cockpit.models.text import remote_text
 
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for header in ("profile", "platform", "meter stop", "danger clocks"):
-        table.add_column(header)
+    # No header and no box: one line per profile, as before, for `awk '{print $1}'`.
+    table = Table(box=None, show_header=False, pad_edge=False, padding=(0, 2, 0, 0))
+    table.add_column(no_wrap=True)
+    table.add_column(no_wrap=True)
+    table.add_column()  # the one that wraps in a narrow terminal
     for row in rows:
         stop = f"{row['meter_stop']}{' (irreversible)' if row['irreversible'] else ''}"
         table.add_row(remote_text(str(row["name"])), remote_text(str(row["display_name"])),
-                      remote_text(stop), str(row["danger_clocks"]))
+                      remote_text(f"meter-stop: {stop}; {row['danger_clocks']} danger clock(s)"))
     return table
 
 
@@ -455,7 +471,11 @@ def _cmd_queue_control(args: argparse.Namespace) -> int:
             await box.close()
 
     try:
-        _say(f"{inst.name}: {asyncio.run(run())}")
+        result = asyncio.run(run())
+        if args.json:
+            _say_json({"instance": inst.name, "action": args.command, "result": result})
+        else:
+            _say(f"{inst.name}: {result}")
     except LaunchRefused as exc:
         _say(f"refused: {exc}", err=True)
         return EXIT_SOME_FAILED
@@ -505,9 +525,19 @@ def _cmd_discover(args: argparse.Namespace) -> int:
             for key, why in queue.missing.items():
                 _say(f"{host}: {key} NOT FOUND — {why}", err=True)
         found.append((host, args.profile, queues))
-    if not any(q for _, _, q in found):
+    document = None
+    if any(q for _, _, q in found):
+        document = sweep_document(args.name, [f for f in found if f[2]], configs or None)
+    if args.json:
+        import dataclasses
+
+        _say_json({"hosts": [{"host": host, "queues": [dataclasses.asdict(q) for q in queues]}
+                             for host, _, queues in found],
+                   "sweep": document})
+    if document is None:
         return EXIT_SOME_FAILED  # no queue anywhere: no sweep to print, never an invented one
-    _say(sweep_document(args.name, [f for f in found if f[2]], configs or None), end="")
+    if not args.json:
+        _say(document, end="")
     return EXIT_SOME_FAILED if failed else EXIT_OK
 
 
@@ -605,7 +635,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         _say_json(status_document(results, loaded.sweep.sweep))
     else:
-        _console().print(_with_queue_progress(status_table(results), results))
+        _say(_with_queue_progress(status_table(results), results))
         for res in results:
             key = res.state.host_key
             if key is not None:
@@ -642,7 +672,12 @@ def _cmd_trust(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         _say(f"not trusted: {exc}", err=True)
         return EXIT_SOME_FAILED
-    _say(f"trusted {info.algorithm} {info.fingerprint} for {target.host}:{target.port}")
+    if args.json:
+        _say_json({"instance": inst.name, "host": target.host, "port": target.port,
+                   "algorithm": info.algorithm, "fingerprint": info.fingerprint,
+                   "trusted": True})
+    else:
+        _say(f"trusted {info.algorithm} {info.fingerprint} for {target.host}:{target.port}")
     return EXIT_OK
 
 
@@ -660,6 +695,9 @@ def _cmd_screenshots(args: argparse.Namespace) -> int:
     except (RuntimeError, TimeoutError) as exc:
         _say(f"screenshots failed: {exc}", err=True)
         return EXIT_SOME_FAILED
+    if args.json:
+        _say_json({"written": [str(path) for path in written]})
+        return EXIT_OK
     for path in written:
         _say(path)
     return EXIT_OK

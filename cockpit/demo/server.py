@@ -174,6 +174,11 @@ class Box:
                 with contextlib.suppress(Exception):
                     await stream.drain()
             process.exit(status)
+            # asyncssh queues a `Queue.join()` per redirected pipe as cleanup, awaited only by
+            # wait_closed(); left alone they surfaced at exit (Ctrl-C) as "coroutine
+            # 'Queue.join' was never awaited".
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(process.wait_closed(), 10)
         except (asyncio.CancelledError, OSError, asyncssh.Error):
             if proc.returncode is None:
                 proc.kill()
