@@ -12,7 +12,7 @@ from textual.containers import Grid, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Input, Sparkline
 
 from cockpit.models.failures import FailureEvent
-from cockpit.models.hostview import HostTracker
+from cockpit.models.hostview import HostTracker, cell_name
 from cockpit.models.queue import CellView
 from cockpit.models.summary import state_text
 from cockpit.models.text import remote_text, visible
@@ -32,6 +32,8 @@ from cockpit.ui.safe import PlainLabel, PlainStatic, PlainTable
 
 QUEUE_COLUMNS = ("#", "cell", "state", "epoch", "elapsed", "ETA")
 FAILURE_COLUMNS = ("time", "rule", "class", "cell", "count", "message")
+MESSAGE_MIN = 40
+"""Characters of a failure's message shown in its row however narrow the panel."""
 
 
 class BoxScreen(CockpitScreen):
@@ -49,6 +51,7 @@ class BoxScreen(CockpitScreen):
         Binding("X", "rerun", "Rerun cell"),
         Binding("c", "copy_hint", "Copy resume cmd"),
         Binding("exclamation_mark", "events", "Events"),
+        Binding("l", "master_log", "Master log"),
         Binding("tab", "focus_next", "Next panel", show=False),
     ]
 
@@ -182,13 +185,29 @@ class BoxScreen(CockpitScreen):
             row: tuple[Text | str, ...] = (
                 clock_time(event.last_at), event.rule_id or "-",
                 remote_text(event.klass, style=palette.bad if event.severe else palette.warn),
-                remote_text(event.cell), f"x{event.count}", remote_text(event.message[:80]))
+                remote_text(event.cell), f"x{event.count}",
+                remote_text(event.message, limit=self._message_width(table)))
             upsert_row(table, self._event_key(event), FAILURE_COLUMNS, row)
         if not log.events:
             self.query_one("#failure-detail", PlainStatic).update(
                 Text("no failures seen in this session", style=palette.muted))
         else:
             self._show_detail()
+
+    @staticmethod
+    def _message_width(table: DataTable[Any]) -> int:
+        """Characters of a failure's message in its row: what the panel has left after the
+        other columns (the detail pane below and the log view show it whole)."""
+        if not table.size.width:
+            return MESSAGE_MIN
+        others = sum(column.get_render_width(table) for key, column in table.columns.items()
+                     if key.value != "message")
+        return max(MESSAGE_MIN, table.size.width - others - 4)
+
+    def on_resize(self) -> None:
+        """A wider panel shows more of each failure's message."""
+        if self.is_mounted:
+            self._failure_rows(force=True)
 
     @staticmethod
     def _event_key(event: FailureEvent) -> str:
@@ -213,6 +232,7 @@ class BoxScreen(CockpitScreen):
             parts.append(f"exit={event.exit_code}")
         parts.append(f"x{event.count} {clock_time(event.first_at)}-{clock_time(event.last_at)}")
         text.append(visible(" · " + " · ".join(parts)) + "\n")
+        text.append(visible(event.message) + "\n")  # the whole excerpt (the row is cut to fit)
         if event.retry is not None:
             text.append("same-config retry: allowed. " if event.retry else
                         "same-config retry: NO, fix first. ", style="bold")
@@ -222,6 +242,55 @@ class BoxScreen(CockpitScreen):
     @on(DataTable.RowHighlighted, "#failure-table")
     def _failure_highlighted(self) -> None:
         self._show_detail()
+
+    # -- logs (enter on a cell or a failure, `l` for the master log) -----------------------
+    def cell_log_path(self, cell: str) -> str | None:
+        """Where `cell`'s own log is: the run log the probe listed for it, else
+        `run_logs/<cell>.log`; None when the sweep names no run_logs folder."""
+        snap = self.tracker.snapshot
+        if snap is not None:
+            for stat in snap.queue.run_logs:
+                if cell_name(stat.path) == cell:
+                    return stat.path
+        base = self.tracker.instance.run_logs
+        return f"{base.rstrip('/')}/{cell}.log" if base else None
+
+    def open_log(self, path: str | None, *, what: str, find: str = "",
+                 line_no: int | None = None) -> None:
+        """Push the log view of `path` (read over this box's connection)."""
+        from cockpit.ui.logview import LogScreen
+
+        if path is None:
+            self.notify(f"{self.instance}: the sweep names no {what} for this box", severity="warning")
+            return
+        self.cockpit.push_screen(LogScreen(self.instance, path, title=path, find=find,
+                                           line_no=line_no))
+
+    @on(DataTable.RowSelected, "#queue-table")
+    def _cell_selected(self) -> None:
+        """Enter on a queue cell: its log, at the end."""
+        cell = self.highlighted_cell()
+        if cell is not None:
+            self.open_log(self.cell_log_path(cell.name), what="run_logs folder")
+
+    @on(DataTable.RowSelected, "#failure-table")
+    def _failure_selected(self) -> None:
+        """Enter on a failure: its cell's log at the failure's line."""
+        table = self.query_one("#failure-table", DataTable)
+        if table.row_count == 0:
+            return
+        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value
+        event = next((e for e in self.tracker.failures.events if self._event_key(e) == key), None)
+        if event is None:
+            return
+        find = event.message if event.line_no is not None else ""
+        self.open_log(self.cell_log_path(event.cell), what="run_logs folder", find=find,
+                      line_no=event.line_no)
+
+    def action_master_log(self) -> None:
+        """The queue's master log, at the end."""
+        self.open_log(self.tracker.instance.queue_log, what="queue_log")
+
 
     # -- actions ---------------------------------------------------------------------------
     def action_back(self) -> None:
