@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pty
+import shlex
 import shutil
 import subprocess
 import sys
@@ -256,6 +257,38 @@ def test_on_a_terminal_add_asks(sshd: Sshd, tmp_path: Path, answer: str, code: i
     assert path.exists() == (code == 0)
 
 
+@pytest.mark.sshd
+def test_ctrl_c_at_the_prompt_adds_nothing(sshd: Sshd, tmp_path: Path) -> None:
+    import select
+    import signal
+
+    path = tmp_path / "s.yaml"
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "cockpit", "add", str(path), ssh_line(sshd),
+                             "--profile", "generic-ssh", "--name", "b1"],
+                            stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"[y/N]" not in seen:
+            assert proc.poll() is None and time.monotonic() < deadline, seen
+            ready, _, _ = select.select([proc.stderr], [], [], 0.5)
+            if ready:
+                seen += os.read(proc.stderr.fileno(), 4096)
+        proc.send_signal(signal.SIGINT)  # once, at the prompt
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        os.close(slave)
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert b"Traceback" not in seen + rest and not path.exists()
+    assert not approved_known_hosts().exists()
+
+
 def _pid_namespace_sshd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Sshd:
     """An sshd whose sessions see only their own processes (a PID namespace), so discovery
     finds exactly the queue this test starts and not another test's or the demo fleet's."""
@@ -280,7 +313,7 @@ def test_add_fills_the_queue_paths_of_a_running_queue(tmp_path: Path,
     require(shutil.which("sshd") or "/usr/sbin/sshd", "OpenSSH sshd")
     server = _pid_namespace_sshd(tmp_path, monkeypatch)
     try:
-        box = tmp_path / "box"
+        box = tmp_path / "box: #1 'q' \"x\" - [a] {b}"  # YAML's syntax in every path
         box.mkdir()
         shutil.copy(DATA / "run_queue.sh", box / "run_queue.sh")
         (box / "stub_one.sh").write_text(
@@ -289,7 +322,7 @@ def test_add_fills_the_queue_paths_of_a_running_queue(tmp_path: Path,
         (box / "queue.txt").write_text("cfg/a.yaml t 2\ncfg/b.yaml t 2\n")
         # The background job is the runner alone, its three streams off the channel, so the
         # ssh session ends at once (as a user's `nohup ... &` does).
-        start = (f"cd {box} || exit 1; RUN_ONE=./stub_one.sh nohup bash run_queue.sh "
+        start = (f"cd {shlex.quote(str(box))} || exit 1; RUN_ONE=./stub_one.sh nohup bash run_queue.sh "
                  "queue.txt >> master.log 2>&1 < /dev/null &")
         subprocess.run(["ssh", "-p", str(server.port), "-i", str(server.client_key),
                         "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",

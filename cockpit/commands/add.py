@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
     code = EXIT_OK
     if not args.offline:
-        code = asyncio.run(_connect_side(args, out, instance, settings, sweep_dir))
+        code = _connect_side(args, out, instance, settings, sweep_dir)
         if not out.host_key or out.host_key.get("trust") is None:
             if args.json:
                 sys.stdout.write(json_text(out.document()) + "\n")
@@ -205,16 +205,20 @@ def _settings_of(path: Path) -> Any:
         return SshSettings()
 
 
-async def _connect_side(args: argparse.Namespace, out: Outcome, instance: dict[str, Any],
-                        settings: Any, sweep_dir: Path) -> int:
-    """Fetch and approve the host key, then log in and discover; fills `out`."""
+def _connect_side(args: argparse.Namespace, out: Outcome, instance: dict[str, Any],
+                  settings: Any, sweep_dir: Path) -> int:
+    """Fetch and approve the host key, then log in and discover; fills `out`.
+
+    The y/N question is asked between two event loops, never inside one: asyncio's SIGINT
+    handler only cancels the running task, which a blocking read does not notice, so Ctrl-C
+    at the prompt would have needed pressing twice."""
     from cockpit.models.sweep import Instance
     from cockpit.services.transport import ssh
 
     inst = Instance.model_validate(instance)
     target = ssh.build_target(inst, settings, sweep_dir)
     try:
-        problem = await ssh.classify_host_key(target)
+        problem = asyncio.run(ssh.classify_host_key(target))
     except (OSError, TimeoutError) as exc:
         _err(f"not added: cannot reach {target.host}:{target.port}: {exc}")
         return EXIT_FAILED
@@ -250,13 +254,13 @@ async def _connect_side(args: argparse.Namespace, out: Outcome, instance: dict[s
                  f"--trust {info.fingerprint} once you have compared it with the platform's")
             return EXIT_FAILED
         try:
-            await ssh.approve_host_key(target, info.fingerprint)
-        except (ssh.HostKeyProblem, ValueError, OSError) as exc:
+            asyncio.run(ssh.approve_host_key(target, info.fingerprint))
+        except (ssh.HostKeyProblem, ValueError, OSError, TimeoutError) as exc:
             _err(f"not added: {exc}")
             out.host_key["trust"] = None
             return EXIT_FAILED
         out.host_key["trust"] = "approved"
-    return await _discover(out, instance, settings, sweep_dir)
+    return asyncio.run(_discover(out, instance, settings, sweep_dir))
 
 
 async def _discover(out: Outcome, instance: dict[str, Any], settings: Any,
