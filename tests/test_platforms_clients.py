@@ -7,6 +7,7 @@ the key never leaves the Authorization header.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import socket
@@ -20,7 +21,14 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from cockpit.models.billing import PlatformTruth, carry_since
-from cockpit.services.platforms import base, clients_for, clients_for_sweep, poll_all
+from cockpit.services.platforms import (
+    POLL_INTERVAL_S,
+    base,
+    clients_for,
+    clients_for_sweep,
+    next_poll_s,
+    poll_all,
+)
 from cockpit.services.platforms.base import ApiKey
 from cockpit.services.platforms.lambda_cloud import LambdaClient
 from cockpit.services.platforms.runpod import RunPodClient
@@ -143,6 +151,9 @@ async def test_http_errors_are_named(httpserver: HTTPServer, status: int, header
         "nope", status=status, headers=headers)
     truth = await VastClient(key(), base=url(httpserver)).poll(NOW)
     assert not truth.known and reason in truth.error
+    assert truth.retry_after == (30.0 if headers else None)
+    assert next_poll_s({"vastai": truth}) == POLL_INTERVAL_S  # 30 s is sooner than the interval
+    assert next_poll_s({"vastai": dataclasses.replace(truth, retry_after=900.0)}) == 900.0
     assert truth.since == NOW
     assert "platform state unknown since" in truth.unknown_text()
 

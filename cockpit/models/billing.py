@@ -158,6 +158,9 @@ class PlatformTruth:
     """Why the state is unknown: `401 unauthorized (check the key)`, `429 rate limited, retry
     after 30 s`, `timeout after 10 s`, `malformed JSON`, `field 'dph_total' missing`."""
     since: float | None = None
+    retry_after: float | None = None
+    """Seconds the platform asked us to wait (429 Retry-After): the next poll waits at least
+    this long."""
 
     @property
     def known(self) -> bool:
@@ -183,7 +186,7 @@ def carry_since(previous: PlatformTruth | None, new: PlatformTruth) -> PlatformT
     if previous is None:
         return new
     since = previous.at if previous.known else (previous.since or previous.at)
-    return PlatformTruth(new.platform, new.at, None, new.error, since)
+    return PlatformTruth(new.platform, new.at, None, new.error, since, new.retry_after)
 
 
 # -- danger clocks from platform truth --------------------------------------------------------

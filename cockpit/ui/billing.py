@@ -2,10 +2,11 @@
 platforms themselves say beside it; orphans; per-currency totals; money danger clocks.
 
 The platform clients are polled by an async worker, never on the UI's path: the first poll
-when the view opens, then every `POLL_INTERVAL_S` after the previous poll ended (a slow API
-delays its own next poll, never the screen). A failed poll shows "platform state unknown since
-T (reason)"; the cockpit's own view stays, unconfirmed. Money clocks that cross a threshold
-ring the bell and toast once per episode (the monitor's latch, keyed per platform).
+when the view opens, then `POLL_INTERVAL_S` after the previous poll ended, or later when a
+platform's 429 asked for it (a slow API delays its own next poll, never the screen). A failed
+poll shows "platform state unknown since T (reason)"; the cockpit's own view stays,
+unconfirmed. Money clocks that cross a threshold ring the bell and toast once per episode (the
+monitor's latch, keyed per platform).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from cockpit.models.billing import (
 )
 from cockpit.models.durations import format_duration
 from cockpit.models.text import remote_text, visible
-from cockpit.services.platforms import POLL_INTERVAL_S, clients_for_sweep, poll_all
+from cockpit.services.platforms import clients_for_sweep, next_poll_s, poll_all
 from cockpit.services.platforms.base import PlatformClient
 from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import upsert_row
@@ -77,12 +78,12 @@ class BillingScreen(CockpitScreen):
     @work(exclusive=True, group="platforms", exit_on_error=False)
     async def poll(self) -> None:
         """Poll every platform once (concurrently, each bounded by its timeouts), then again
-        POLL_INTERVAL_S after this poll ended."""
+        POLL_INTERVAL_S (or a 429's Retry-After, if longer) after this poll ended."""
         self.truths = await poll_all(self._clients or [], self.truths, self.cockpit.clock())
         self.polls += 1
         self.redraw()
         self._alert(self.bill())
-        self.set_timer(POLL_INTERVAL_S, self.poll)
+        self.set_timer(next_poll_s(self.truths), self.poll)
 
     def action_poll(self) -> None:
         """Poll the platforms now."""

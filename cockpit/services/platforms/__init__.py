@@ -66,6 +66,12 @@ def clients_for_sweep(boxes: Iterable[tuple[str, str | None]],
     return clients_for(wanted)
 
 
+def next_poll_s(truths: Mapping[str, PlatformTruth]) -> float:
+    """Seconds until the next poll: POLL_INTERVAL_S, or longer when a platform's 429 asked."""
+    waits = [t.retry_after for t in truths.values() if t.retry_after is not None]
+    return max([POLL_INTERVAL_S, *waits])
+
+
 async def poll_all(clients: Iterable[PlatformClient], previous: Mapping[str, PlatformTruth],
                    now: float | None = None) -> dict[str, PlatformTruth]:
     """Every client at once; each failure carries the moment its state was last known."""

@@ -262,7 +262,8 @@ class PlatformClient(ABC):
             async with self.client() as client:
                 account = await self._fetch(client, at)
         except PlatformError as exc:
-            return PlatformTruth(self.platform, at, None, self._scrub(exc.reason), at)
+            return PlatformTruth(self.platform, at, None, self._scrub(exc.reason), at,
+                                 exc.retry_after)
         except Exception as exc:  # a parser bug must say so, not end the poller
             return PlatformTruth(self.platform, at, None,
                                  self._scrub(f"client error: {type(exc).__name__}"), at)
