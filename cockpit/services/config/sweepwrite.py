@@ -252,13 +252,6 @@ def _round_trip() -> Any:
     return yaml
 
 
-def instance_names(path: Path) -> list[str]:
-    """Names of the instances already in `path` (read as YAML, not validated)."""
-    document = _read(path)
-    instances = document.get("instances") if isinstance(document, dict) else None
-    return [str(i.get("name")) for i in instances or [] if isinstance(i, dict)]
-
-
 def _read(path: Path) -> Any:
     with path.open("rb") as handle:
         data = handle.read(MAX_SWEEP_BYTES + 1)
