@@ -395,14 +395,15 @@ def primary_cause(findings: Sequence[Finding]) -> Finding | None:
     return min(findings, key=lambda f: (f.rule.rank, f.line_no), default=None)
 
 
-FINAL_LINES = 3
+FINAL_LINES = 8
 """How many lines from the end an excerpt's final exception may sit (a launcher's exit notice
 or a shell prompt may follow it)."""
 _RANK_PREFIX_RE = re.compile(rb"^\[(?:rank|default)\d*\]:\s*")
 _EPILOGUE_RE = re.compile(
-    rb"^$|^\S*[$#>]$|(?i:exit|status|finished|failed|abort|terminat|press any key)")
+    rb"^$|^\S*[$#>]$|^wandb:|(?i:exit|status|finished|failed|abort|terminat|press any key|"
+    rb"error in atexit|hydra_full_error)")
 """What may follow a fatal exception at an excerpt's end: a blank line, a shell prompt, the
-launcher's exit notice."""
+launcher's exit notice, the tracker's closing lines."""
 
 
 def _final_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
