@@ -58,10 +58,10 @@ def open_store(loaded: LoadedSweep, db_path: Path | None, *,
     """The sweep's store opened as its one writer (raises `WriterBusy` naming the holder)."""
     from cockpit.services.custody.audit import audit_path
     from cockpit.services.store.db import Store
-    from cockpit.services.watch.recorder import StoreRecorder
+    from cockpit.services.watch.recorder import WatchRecorder
 
     store = Store.open(store_path(loaded, db_path), sweep=loaded.sweep.sweep, role=role)
-    recorder = StoreRecorder(store, audit_path())
+    recorder = WatchRecorder(store, audit_log=audit_path())
     return recorder, recorder.close
 
 
