@@ -11,7 +11,8 @@ so (with SQLite's `dbstat` page sizes):
 
 - raw window per host  = samples pages / hosts                 (a rolling day, constant)
 - buckets per host-day = buckets pages / hosts / (days - 1)
-- steady state per host = raw window + 30 x buckets per host-day (what the file settles at)
+- steady state per host = every page but the buckets' / hosts + 30 x buckets per host-day
+  (what the file settles at)
 
 Baseline: every metric of every probe kept at full resolution for the same 30 days (no change
 filter, no buckets), priced at the bytes per raw row measured here.
@@ -71,6 +72,7 @@ def main() -> None:
         disk = {h: 40.0 for h in range(args.hosts)}
         rows = calls = 0
         started = time.perf_counter()
+        cpu = time.process_time()
         next_compact = T0 + 60
         for tick in range(ticks):
             now = T0 + tick * args.interval
@@ -95,6 +97,7 @@ def main() -> None:
                 next_compact = now + 60
         store.compact(T0 + ticks * args.interval)  # the last minute's fold
         elapsed = time.perf_counter() - started
+        cpu = time.process_time() - cpu
         store.close()
         sizes = table_bytes(path)
         conn = sqlite3.connect(path)
@@ -102,12 +105,13 @@ def main() -> None:
         bucket_rows = conn.execute("SELECT count(*) FROM buckets").fetchone()[0]
         conn.close()
     metrics = 9 + 2 * args.gpus
-    raw_b = sizes.get("samples", 0)
     bucket_b = sizes.get("buckets", 0)
+    raw_b = sizes.get("samples", 0)
+    rest_b = sum(sizes.values()) - bucket_b  # the raw day plus every other page (series, meta)
     raw_host = raw_b / args.hosts
     bucket_host_day = bucket_b / args.hosts / max(args.days - 1, 1e-9)
     keep_days = BUCKET_KEEP_S / DAY
-    steady = raw_host + keep_days * bucket_host_day
+    steady = rest_b / args.hosts + keep_days * bucket_host_day
     per_row = raw_b / max(raw_rows, 1)
     naive_day = metrics * DAY / args.interval * per_row
     naive = naive_day * (keep_days + 1)
@@ -115,6 +119,8 @@ def main() -> None:
           f"{args.gpus} GPUs, {metrics} series per host: {ticks} ticks in {elapsed:.1f} s "
           f"({calls / elapsed / 1000:.0f}k values/s offered, {rows} rows written = "
           f"{100 * rows / max(calls, 1):.1f}%)")
+    print(f"writer CPU (samples + compaction): {1e6 * cpu / (ticks * args.hosts):.0f} us per host "
+          f"per tick = {200e3 * cpu / (ticks * args.hosts):.1f} ms per tick at 200 hosts")
     print(f"raw rows kept {raw_rows} ({per_row:.1f} B/row), bucket rows {bucket_rows}")
     print(f"raw window (24 h) per host        : {raw_host / 1e6:8.2f} MB")
     print(f"buckets per host per day          : {bucket_host_day / 1e3:8.1f} KB")

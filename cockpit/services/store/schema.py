@@ -14,7 +14,9 @@ Tables (v1):
 - `meta (key, value)`: sweep name, who created the file, the latest tick.
 - `series (id, instance, metric)`: one numeric series per box and metric name, interned so a
   sample row carries a small integer instead of two strings.
-- `samples (series, at, value)`: full resolution (a value is written when it changes, and at
+- `samples (series, at, value)` (no index on time alone: every read and the retention go
+  series by series along the primary key, and an index on `at` would cost half as much
+  again as the table): full resolution (a value is written when it changes, and at
   least every `HEARTBEAT_S`), kept `RAW_KEEP_S`.
 - `buckets (series, minute, avg, max, n)`: one-minute aggregates of older samples, kept
   `BUCKET_KEEP_S`.
@@ -56,7 +58,6 @@ CREATE TABLE samples (
     value REAL NOT NULL,
     PRIMARY KEY (series, at)
 ) WITHOUT ROWID;
-CREATE INDEX samples_by_time ON samples (at);
 CREATE TABLE buckets (
     series INTEGER NOT NULL,
     minute INTEGER NOT NULL,
@@ -65,7 +66,6 @@ CREATE TABLE buckets (
     n INTEGER NOT NULL,
     PRIMARY KEY (series, minute)
 ) WITHOUT ROWID;
-CREATE INDEX buckets_by_time ON buckets (minute);
 CREATE TABLE records (
     instance TEXT NOT NULL,
     kind TEXT NOT NULL,
