@@ -318,3 +318,18 @@ def test_a_bare_exit_code_names_an_excerpt_only_for_a_known_runner() -> None:
     assert verdict is not None and verdict.rule.id == "U6-gate" and verdict.line_no is None
     verdict = classify_excerpt(RULEBOOK, b"epoch 1\n", exit_code=137)
     assert verdict is not None and verdict.klass == "host-oom"
+
+
+@pytest.mark.parametrize("line", [
+    "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken by 'ReadTimeoutError(\"HTTPSConnectionPool(host='pypi.org', port=443): Read timed out. (read timeout=15)\")': /simple/torch/",
+    "wandb: Network error (ReadTimeout), entering retry loop.",
+    "submitit WARNING (2022-03-31 21:08:23,557) - Bypassing signal SIGTERM",
+    "SLURM auto-requeueing enabled. Setting signal handlers.",
+    "W0823 16:54:02.337000 139733055988160 torch/distributed/elastic/multiprocessing/api.py:857] Sending process 6236 closing signal SIGTERM",
+    "npm ERR! code ELIFECYCLE",
+    "epoch 3: val_error=0.12 timeout_s=30 preempt_checkpoints=True",
+    "Killed 3 stale workers",
+    "API quota exceeded for today's free tier; using the cached copy",
+])
+def test_look_alikes_of_the_issue_17_families_are_no_event(line: str) -> None:
+    assert RULEBOOK.match_line(line.encode()) is None, line
