@@ -204,7 +204,9 @@ ssh:
   # Private keys to offer (ssh -i); `cockpit add` adds the one its ssh line names.
   identity_files: []
   connect_timeout: 10s
-  keepalive_interval: 5s
+  # A frozen link is dropped after interval x (count_max + 1): ~6 s with these defaults.
+  keepalive_interval: 3s
+  keepalive_count_max: 1
 
 alerts:
   # A desktop notification (notify-send) for each material event.
