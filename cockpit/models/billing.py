@@ -244,7 +244,7 @@ def runway_clock(account: Account) -> MoneyClock | None:
     seconds = max(0.0, account.balance / burn * 3600)
     return MoneyClock("runway", account.platform, label,
                       f"balance {money(account.balance, cur)} at {money(burn, cur)}/h: about "
-                      f"{format_duration(seconds)} until {consequence}",
+                      f"{format_duration(seconds // 60 * 60)} until {consequence}",  # whole minutes, down
                       seconds, _crossed(seconds, RUNWAY_ALERT_HOURS))
 
 

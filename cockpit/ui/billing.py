@@ -137,8 +137,8 @@ class BillingScreen(CockpitScreen):
             if row.disagree:
                 clocks.append(visible(f"{row.instance}: {row.disagree}") + "\n", style=palette.bad)
         self.query_one("#billing-clocks", PlainStatic).update(clocks)
-        total = Text(f"sweep: {totals_text(bill.per_hour, '/h')} while what bills now bills; at "
-                     f"least {totals_text(bill.so_far)} so far (price x uptime)", style="bold")
+        total = Text(f"sweep now: {totals_text(bill.per_hour, '/h')}; at least "
+                     f"{totals_text(bill.so_far)} so far (price x uptime)", style="bold")
         if bill.orphans:
             total.append("\n" + visible(f"{len(bill.orphans)} instance(s) on the account that no "
                                         f"sweep watches: {', '.join(r.instance for r in bill.orphans)}"),
