@@ -147,3 +147,22 @@ def test_matching_is_case_insensitive_over_rule_class_cell_and_message() -> None
     assert [e.cell for e in log.matching("unclass")] == ["aug_strong"]
     assert log.matching("") == log.events
     assert log.matching("nothing like it") == []
+
+
+def test_a_cell_is_blamed_on_its_cause_in_evidence_order() -> None:
+    # The watchdog timeout arrives first, the peer's ECC error a tick later, and torchrun's
+    # SIGKILL report last: the launcher's signal is the strongest evidence (issue 17).
+    log = FailureLog()
+    classifier = LogClassifier(RULEBOOK)
+    ticks = [b"[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=8)\n",
+             b"RuntimeError: CUDA error: uncorrectable ECC error encountered\n",
+             b"ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) "
+             b"local_rank: 3 (pid: 1) of binary: /usr/bin/python\n"]
+    blamed = []
+    for at, chunk in enumerate(ticks):
+        for finding in classifier.feed(chunk):
+            log.add("c1", finding, float(at))
+        cause = log.cause("c1")
+        blamed.append(cause.rule_id if cause else None)
+    assert blamed == ["MN3", "U22", "SIGKILL"]
+    assert log.cause("other") is None

@@ -10,6 +10,11 @@ How a log is read (issue 4, platform-facts §3):
 - A Python traceback is one finding, named by its final exception line (the most specific
   rule along an exception chain wins) with the deepest frame in user code; the lines inside
   it are not scanned on their own.
+- A traceback pasted without its header starts at its first `File "...", line N` frame (it
+  counts only if it ends in an exception line); rich's boxed traceback is named by the line
+  below its box; text before a header on its line (a tqdm bar, an echoed `^C`) is judged.
+- One verdict per log (`classify_excerpt`, issue 17): the primary cause in evidence order
+  (`primary_cause`: the rule's tier, then the earliest line), or None for a clean log.
 - Lines are bytes split at `\\n`: CRLF is normalised, a `\\r` progress bar is cut to the
   segment that matched, non-UTF-8 bytes are kept and shown replaced, and a line of any
   length is scanned as it arrives but never buffered beyond `MAX_CARRY`.

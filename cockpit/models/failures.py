@@ -13,9 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cockpit.models.classify import Finding
-from cockpit.models.rules import Rule, Rulebook
+from cockpit.models.rules import TIERS, Rule, Rulebook
 
 UNCLASSIFIED = "unclassified"
+TEXT_RANK = TIERS.index("text")
+"""An event without a rule (a bare exit code) ranks as text: any signal or driver line wins."""
 
 
 @dataclass
@@ -37,6 +39,8 @@ class FailureEvent:
     frame: str = ""
     count: int = 1
     exit_code: int | None = None
+    rank: int = TEXT_RANK
+    """The rule's evidence tier as a number (`Rule.rank`): lower is stronger evidence."""
 
     @property
     def severe(self) -> bool:
@@ -52,7 +56,7 @@ def _exit_event(cell: str, code: int, at: float, rule: Rule | None) -> FailureEv
                             exit_code=code)
     return FailureEvent(rule.id, cell, rule.klass, rule.spec.title, at, at,
                         f"{cell} exited {code}", rule.remediation, rule.id, rule.spec.retry,
-                        exit_code=code)
+                        exit_code=code, rank=rule.rank)
 
 
 @dataclass
@@ -92,7 +96,7 @@ class FailureLog:
         return self._insert(FailureEvent(
             finding.key, cell, rule.klass, rule.spec.title, at, at, finding.excerpt,
             rule.remediation, rule.id, rule.spec.retry, finding.line_no, finding.frame,
-            exit_code=exit_code))
+            exit_code=exit_code, rank=rule.rank))
 
     def add_rule(self, cell: str, rule: Rule, at: float, message: str) -> FailureEvent:
         """An event named by a rule without a log line (a scheduler state such as TIMEOUT)."""
@@ -101,7 +105,8 @@ class FailureLog:
         if event is not None:
             return event
         return self._insert(FailureEvent(rule.id, cell, rule.klass, rule.spec.title, at, at,
-                                         message, rule.remediation, rule.id, rule.spec.retry))
+                                         message, rule.remediation, rule.id, rule.spec.retry,
+                                         rank=rule.rank))
 
     def cell_finished(self, cell: str, exit_code: int, at: float, rulebook: Rulebook,
                       runner_known: bool = False) -> None:
@@ -121,6 +126,14 @@ class FailureLog:
     def for_cell(self, cell: str) -> list[FailureEvent]:
         """The cell's events, most specific rule first (what a failed cell is blamed on)."""
         return [e for e in self.events if e.cell == cell]
+
+    def cause(self, cell: str) -> FailureEvent | None:
+        """What a failed cell is blamed on, in evidence order (issue 17): the strongest tier
+        (scheduler state, signal, driver line, text, symptom), then the earliest line. An
+        NCCL watchdog timeout gives way to the peer's error; an exit code alone ranks as text."""
+        events = self.for_cell(cell)
+        return min(events, key=lambda e: (e.rank, e.line_no if e.line_no is not None
+                                          else float("inf"), e.first_at), default=None)
 
     def matching(self, needle: str) -> list[FailureEvent]:
         """Events whose rule, class, cell or message contains `needle` (case-insensitive)."""
