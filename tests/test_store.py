@@ -241,6 +241,16 @@ def test_a_v0_file_is_created_by_the_writer_and_refused_by_a_reader(db: Path) ->
     assert not db.with_name("absent.db").exists()
 
 
+def test_a_file_that_is_no_database_is_refused_by_name_and_left_alone(db: Path) -> None:
+    db.write_bytes(b"certainly not SQLite " * 500)
+    with pytest.raises(schema.SchemaError, match="not a cockpit store"):
+        Store.open(db, sweep="s")
+    assert find_writer(db) is None  # the lock was given back
+    with pytest.raises(schema.SchemaError, match="not a cockpit store"):
+        StoreReader(db)
+    assert db.read_bytes().startswith(b"certainly not SQLite")
+
+
 # -- bounds -----------------------------------------------------------------------------------
 def test_every_text_is_bounded_and_huge_records_are_not_stored(db: Path) -> None:
     store = Store.open(db, sweep="s")

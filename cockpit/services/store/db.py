@@ -196,8 +196,11 @@ class Store:
         judgements a previous writer left open (at its last tick: after it, nothing is known)."""
         lock = WriterLock(path, role)
         try:
-            conn = _connect_rw(path)
-            migrate(conn)
+            try:
+                conn = _connect_rw(path)
+                migrate(conn)
+            except sqlite3.DatabaseError as exc:  # "file is not a database", a torn header
+                raise SchemaError(f"{path} is not a cockpit store ({exc}); move it aside") from exc
             store = cls(conn, path, lock)
             with store.batch():
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('sweep', ?)", (cut(sweep, MAX_NAME),))
