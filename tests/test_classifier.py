@@ -281,10 +281,10 @@ RuntimeError: CUDA error: uncorrectable ECC error encountered
 ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 812917) of binary: /usr/bin/python
 """
     findings = classify_bytes(RULEBOOK, [log])
-    assert [f.rule.id for f in findings] == ["MN3", "U22", "SIGKILL"]
+    assert [f.rule.id for f in findings] == ["MN3", "U22", "U9"]
     verdict = classify_excerpt(RULEBOOK, log)
     assert verdict is not None and (verdict.rule.id, verdict.klass, verdict.line_no) == (
-        "SIGKILL", "host-oom", 3)
+        "U9", "host-oom", 3)
     # Without the launcher's signal the driver's ECC line is the cause, and the watchdog a symptom.
     cut = log.rsplit(b"\n", 2)[0] + b"\n"
     verdict = classify_excerpt(RULEBOOK, cut)

@@ -164,5 +164,5 @@ def test_a_cell_is_blamed_on_its_cause_in_evidence_order() -> None:
             log.add("c1", finding, float(at))
         cause = log.cause("c1")
         blamed.append(cause.rule_id if cause else None)
-    assert blamed == ["MN3", "U22", "SIGKILL"]
+    assert blamed == ["MN3", "U22", "U9"]
     assert log.cause("other") is None

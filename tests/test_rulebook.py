@@ -33,7 +33,7 @@ def test_shipped_rulebook_is_valid_and_large_enough() -> None:
     assert rules[-1].id == "PY" and rules[-1].scope == "traceback"
     # Evidence tiers (issue 17): launcher signals, driver lines and symptoms are marked.
     tiers = {r.id: r.tier for r in rules}
-    assert tiers["SLURM4"] == "scheduler" and tiers["SIGKILL"] == "signal"
+    assert tiers["SLURM4"] == "scheduler" and tiers["U9"] == "signal"
     assert tiers["XID"] == "kernel" and tiers["PY"] == "text"
     assert {tiers["MN3"], tiers["D20"]} == {"symptom"}
 
@@ -137,7 +137,7 @@ def test_classify_cli_exit_codes_and_output(tmp_path: Path) -> None:
                       b"local_rank: 3 (pid: 1) of binary: /usr/bin/python\n")
     done = cockpit("classify", str(mixed))
     assert done.returncode == 1
-    assert done.stdout.decode().splitlines()[-1].startswith(f"{mixed}: cause SIGKILL [host-oom]")
+    assert done.stdout.decode().splitlines()[-1].startswith(f"{mixed}: cause U9 [host-oom]")
 
 
 def test_classify_cli_bad_input_exits_2_without_a_traceback(tmp_path: Path) -> None:
