@@ -207,6 +207,15 @@ def test_watch_alone_notices_a_failed_cell_and_posts_it(sshd: Sshd, tmp_path: Pa
         changes = [(c.cell, c.to_state) for c in reader.cell_changes(instance="b1")]
         assert ("cellA", "failed") in changes
         assert any(m.metric == "reachable" for m in reader.series("b1"))
+    # The post-mortem from the store alone: the cell failed, with its cause, and the alert.
+    report = subprocess.run([sys.executable, "-m", "cockpit", "report", str(sweep), "--db", str(db),
+                             "--json"], capture_output=True, text=True, timeout=60)
+    assert report.returncode == 0, report.stderr
+    (b1,) = json.loads(report.stdout)["boxes"]
+    cell = next(c for c in b1["cells"] if c["cell"] == "cellA")
+    assert cell["state"] == "failed" and cell["exit_code"] == 1
+    kinds = {(t["kind"], t["cell"]) for t in b1["timeline"]}
+    assert ("failed", "cellA") in kinds and ("alert", "cellA") in kinds, kinds
     # A TUI opened afterwards (no watcher now, so it becomes the store's writer) lists the event.
     asyncio.run(_tui_lists_the_stored_failure(sweep, db, tmp_path))
 
