@@ -32,7 +32,7 @@ from cockpit.ui.safe import PlainLabel, PlainStatic, PlainTable
 
 QUEUE_COLUMNS = ("#", "cell", "state", "epoch", "elapsed", "ETA")
 FAILURE_COLUMNS = ("time", "rule", "class", "cell", "count", "message")
-MESSAGE_MIN = 40
+MESSAGE_MIN = 20
 """Characters of a failure's message shown in its row however narrow the panel."""
 
 
@@ -186,7 +186,7 @@ class BoxScreen(CockpitScreen):
                 clock_time(event.last_at), event.rule_id or "-",
                 remote_text(event.klass, style=palette.bad if event.severe else palette.warn),
                 remote_text(event.cell), f"x{event.count}",
-                remote_text(event.message, limit=self._message_width(table)))
+                remote_text(self._fitted(event.message, table)))
             upsert_row(table, self._event_key(event), FAILURE_COLUMNS, row)
         if not log.events:
             self.query_one("#failure-detail", PlainStatic).update(
@@ -195,19 +195,20 @@ class BoxScreen(CockpitScreen):
             self._show_detail()
 
     @staticmethod
-    def _message_width(table: DataTable[Any]) -> int:
-        """Characters of a failure's message in its row: what the panel has left after the
-        other columns (the detail pane below and the log view show it whole)."""
-        if not table.size.width:
-            return MESSAGE_MIN
-        others = sum(column.get_render_width(table) for key, column in table.columns.items()
-                     if key.value != "message")
-        return max(MESSAGE_MIN, table.size.width - others - 4)
+    def _fitted(message: str, table: DataTable[Any]) -> str:
+        """A failure's message cut to what the panel has left after the other columns (the
+        detail pane below and the log view show it whole)."""
+        width = MESSAGE_MIN
+        if table.size.width:
+            others = sum(column.get_render_width(table) for key, column in table.columns.items()
+                         if key.value != "message")
+            width = max(MESSAGE_MIN, table.size.width - others - 3)
+        return message if len(message) <= width else message[: width - 1] + "…"
 
     def on_resize(self) -> None:
-        """A wider panel shows more of each failure's message."""
+        """A wider panel shows more of each failure's message (once laid out anew)."""
         if self.is_mounted:
-            self._failure_rows(force=True)
+            self.call_after_refresh(self._failure_rows, True)
 
     @staticmethod
     def _event_key(event: FailureEvent) -> str:

@@ -81,10 +81,10 @@ class LogScreen(CockpitScreen):
         Binding("escape", "back", "Back"),
         Binding("f", "follow", "Follow"),
         Binding("slash", "search", "Search up"),
-        Binding("n", "next_match(False)", "Next (older)"),
-        Binding("N", "next_match(True)", "Next (newer)"),
+        Binding("n", "next_match(False)", "Older match", show=False),
+        Binding("N", "next_match(True)", "Newer match", show=False),
         Binding("right_square_bracket", "event(True)", "Next event"),
-        Binding("left_square_bracket", "event(False)", "Prev event"),
+        Binding("left_square_bracket", "event(False)", "Previous event", show=False),
         Binding("up,k", "move(-1)", "Up", show=False),
         Binding("down,j", "move(1)", "Down", show=False),
         Binding("pageup", "page(-1)", "Page up", show=False),
@@ -126,6 +126,8 @@ class LogScreen(CockpitScreen):
         self._generation = 0
         self.rendered = 0
         """Renders finished (tests wait on it)."""
+        self._growing = False
+        self._refits = 0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -178,6 +180,15 @@ class LogScreen(CockpitScreen):
                 for key, value in table.items():
                     if value is not None:
                         table[key] = value + shift
+
+    def _center(self) -> None:
+        """Scroll so that the cursor (a line jumped to) has context above and below it."""
+        self.top = max(0, self.cursor - self.rows() // 3)
+
+    def on_resize(self) -> None:
+        """A new height shows a different number of rows."""
+        if self.reader is not None:
+            self.call_after_refresh(self.redraw)  # once the body has its new size
 
     def _place(self) -> None:
         """Clamp the cursor to the index and scroll so that it is on screen."""
@@ -243,6 +254,7 @@ class LogScreen(CockpitScreen):
             line = await reader.whole(line_no - 1)
             if not needle or needle.lower() in _decoded(line.data).lower():
                 self.cursor = line_no - 1
+                self._center()
                 self.note = f"at the failure's line {line_no}"
                 return
         if not needle:
@@ -254,6 +266,7 @@ class LogScreen(CockpitScreen):
         self._sync()
         if found.line is not None:
             self.cursor = found.line
+            self._center()
             self.note = "at the failure's line (found by its text)"
         else:
             self.note = (f"the failure's line was not found in the last {_size(found.scanned)}: "
@@ -275,7 +288,13 @@ class LogScreen(CockpitScreen):
             self.show_status()
             return
         self.error = ""
-        self.query_one("#log-body", PlainStatic).update(self._body(lines, reader))
+        body = self.query_one("#log-body", PlainStatic)
+        if body.size.height != len(lines) and len(lines) < len(reader) and self._refits < 3:
+            self._refits += 1  # laid out since (or resized): fill it, a few times at most
+            self.call_after_refresh(self.redraw)
+        else:
+            self._refits = 0
+        body.update(self._body(lines, reader))
         self.query_one("#log-detail-body", PlainStatic).update(self._detail(detail, reader))
         self.show_status()
         self.rendered += 1
@@ -339,12 +358,21 @@ class LogScreen(CockpitScreen):
         await self._show_lines()
 
     def tick(self) -> None:
-        """Look at the log's size (follow mode jumps to the last line)."""
-        if self.reader is not None:
+        """Look at the log's size (follow mode jumps to the last line). A look still under
+        way is left to finish: on a slow link a new one would cancel it every time."""
+        if self.reader is not None and not self._growing:
+            self._growing = True
             self.grow()
 
     @work(group="log-grow", exclusive=True, exit_on_error=False)
     async def grow(self) -> None:
+        """Index what was appended; redraw when anything changed."""
+        try:
+            await self._grow()
+        finally:
+            self._growing = False
+
+    async def _grow(self) -> None:
         reader = self.reader
         if reader is None:
             return
@@ -484,6 +512,7 @@ class LogScreen(CockpitScreen):
         way = "below" if newer else "above"
         if found.line is not None:
             self.cursor = found.line
+            self._center()
             self.follow = False
             self.note = f"{what} found ({_size(found.scanned)} read)"
         elif found.gave_up and found.resume is not None:
