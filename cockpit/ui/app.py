@@ -39,6 +39,7 @@ from cockpit.services.config.sweepfile import LoadedSweep
 from cockpit.services.config.yamlfile import ConfigError
 from cockpit.services.custody.flow import Custody
 from cockpit.services.custody.verify import make_pool, open_box, pull_folder
+from cockpit.services.platforms.base import PlatformClient
 from cockpit.services.transport import ssh
 from cockpit.services.transport.fleet import Fleet
 from cockpit.services.transport.remote import Box, SshBox
@@ -94,6 +95,8 @@ class CockpitApp(App[int]):
         self.loaded = loaded
         self.clock = clock
         self.source = source
+        self._replayed = source is not None
+        """Events come from a test or a replay: no platform API is asked (no real keys)."""
         self.acks = acks if acks is not None else AckStore()
         self.banners = banners
         self.fleet: Fleet | None = None
@@ -164,6 +167,8 @@ class CockpitApp(App[int]):
                     seen.add(platform)
                     self.show_banner(platform)
         self.watch_fleet()
+        if not self._replayed:
+            self.poll_platforms()
         if any(t.profile.detach.primitive == "sbatch" for t in self.trackers.values()):
             self.set_interval(SLURM_POLL_S, self.poll_slurm)
         self.call_after_refresh(self._first_frame)
@@ -197,6 +202,22 @@ class CockpitApp(App[int]):
                 self.absorb_isolated(event)
         finally:
             await self.fleet.stop()
+
+    def platform_clients(self) -> list[PlatformClient]:
+        """Read-only clients of the platforms this sweep's boxes are on."""
+        from cockpit.services.platforms import clients_for_sweep
+
+        return clients_for_sweep((t.profile.platform, t.instance.instance_id)
+                                 for t in self.trackers.values())
+
+    @work(exclusive=True, group="platforms", exit_on_error=False)
+    async def poll_platforms(self) -> None:
+        """What the platforms say (state, price, balance), polled for ever in the background:
+        money alerts (runway, contract end, stopped but billing) fire with the app closed to
+        the billing view too."""
+        clients = self.platform_clients()
+        if clients:
+            await self.monitor.poll_platforms(clients)
 
     def absorb_isolated(self, event: FleetEvent) -> None:
         """`absorb`, but an event that fails is shown and dropped: one box's event must not

@@ -19,7 +19,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable, Footer, Header
 
-from cockpit.models.alerts import money_alerts
 from cockpit.models.billing import (
     PlatformTruth,
     SweepBill,
@@ -49,7 +48,6 @@ class BillingScreen(CockpitScreen):
     def __init__(self, clients: list[PlatformClient] | None = None) -> None:
         super().__init__(classes="billing")
         self._clients = clients
-        self.truths: dict[str, PlatformTruth] = {}
         """The latest poll per platform (a failed poll keeps when it was last known)."""
         self.polls = 0
         """Polls finished since the view opened (tests wait on it)."""
@@ -79,11 +77,12 @@ class BillingScreen(CockpitScreen):
     async def poll(self) -> None:
         """Poll every platform once (concurrently, each bounded by its timeouts), then again
         POLL_INTERVAL_S (or a 429's Retry-After, if longer) after this poll ended."""
-        self.truths = await poll_all(self._clients or [], self.truths, self.cockpit.clock())
+        monitor = self.cockpit.monitor
+        monitor.truths = await poll_all(self._clients or [], monitor.truths, self.cockpit.clock())
         self.polls += 1
         self.redraw()
-        self._alert(self.bill())
-        self.set_timer(next_poll_s(self.truths), self.poll)
+        self.cockpit.check_alerts()  # money alerts now, through the monitor (stored, sent)
+        self.set_timer(next_poll_s(monitor.truths), self.poll)
 
     def action_poll(self) -> None:
         """Poll the platforms now."""
@@ -97,15 +96,10 @@ class BillingScreen(CockpitScreen):
         ids = {t.instance.name: (t.profile.platform, t.instance.instance_id) for t in trackers}
         return build_bill([billing_row(t, now) for t in trackers], ids, self.truths, now)
 
-    def _alert(self, bill: SweepBill) -> None:
-        """Money clocks past a threshold: bell and toast once per episode (per platform)."""
-        latch = self.cockpit.monitor.latch
-        for platform in self.truths:
-            for alert in latch.update(f"platform:{platform}", money_alerts(platform, bill.clocks)):
-                self.cockpit.alerts_fired.append(alert)
-                self.cockpit.bell()
-                self.cockpit.notify(alert.text, title="cockpit alert", severity="warning",
-                                    timeout=10)
+    @property
+    def truths(self) -> dict[str, PlatformTruth]:
+        """The latest platform answers (the monitor's: the app polls them in the background)."""
+        return self.cockpit.monitor.truths
 
     def redraw(self) -> None:
         """Refresh the rows, the clocks, the detail and the totals."""

@@ -168,6 +168,13 @@ class Watch:
                      reason=self.monitor.last_record_error)
         return fresh
 
+    def _clients(self) -> list[Any]:
+        """Read-only clients of the platforms this sweep's boxes are on (money alerts)."""
+        from cockpit.services.platforms import clients_for_sweep
+
+        return clients_for_sweep((self.loaded.profiles[i.profile].platform, i.instance_id)
+                                 for i in self.loaded.sweep.instances)
+
     def _open_store(self, loaded: LoadedSweep) -> None:
         if self.open_store is None:
             return
@@ -191,13 +198,18 @@ class Watch:
     # -- one round, for cron ----------------------------------------------------------------
     async def once(self) -> int:
         """One record from every box, judged, recorded and delivered; 1 if any alert is open."""
+        from cockpit.services.platforms import poll_all
         from cockpit.services.transport.fleet import status_once
 
         self._open_store(self.loaded)
         try:
             sweep = self.loaded.sweep
+            clients = self._clients()
+            polled = poll_all(clients, {}, self.clock()) if clients else None
             results = await status_once(sweep, self.loaded.profiles, self.loaded.directory,
                                         timeout=ONCE_TIMEOUT_S, clock=self.clock)
+            if polled is not None:
+                self.monitor.truths = await polled
             for result in results:
                 self._absorb(HostStateChanged(result.state))
                 if result.snapshot is not None:
@@ -258,12 +270,18 @@ class Watch:
             if started is not None:
                 started()
             while not self.stopping.is_set():
+                clients = self._clients()
+                money = asyncio.ensure_future(self.monitor.poll_platforms(clients)) if clients else None
                 fleet = Fleet(self.loaded.sweep, self.loaded.profiles, self.loaded.directory,
                               clock=self.clock, rebase_s=REBASE_S if self.feed else 0.0)
                 fleet.start()
                 try:
                     await self._run_fleet(fleet)
                 finally:
+                    if money is not None:
+                        money.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, Exception):
+                            await money
                     await fleet.stop()
                 if self.reload_requested and not self.stopping.is_set():
                     self.reload_requested = False

@@ -14,12 +14,14 @@ in the store and in the TUI.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from cockpit.models.alerts import Alert, AlertLatch, material
+from cockpit.models.alerts import Alert, AlertLatch, material, money_alerts
+from cockpit.models.billing import PlatformTruth, SweepBill, billing_row, build_bill
 from cockpit.models.events import FleetEvent, HostStateChanged
 from cockpit.models.history import HistoryItem
 from cockpit.models.hostview import HostTracker
@@ -27,6 +29,7 @@ from cockpit.models.rules import Rulebook
 from cockpit.models.text import visible
 from cockpit.services.alerts.notify import ChannelResult
 from cockpit.services.config.sweepfile import LoadedSweep
+from cockpit.services.platforms.base import PlatformClient
 
 MAX_FIRED = 1000
 """Alerts remembered in memory (the store keeps them all): a session that runs for weeks and a
@@ -88,6 +91,8 @@ class Monitor:
         self.record_errors = 0
         """Ticks the recorder failed on (the store is full, locked, gone): counted, not fatal."""
         self.last_record_error = ""
+        self.truths: dict[str, PlatformTruth] = {}
+        """The latest poll of each platform's API (state, price, balance); see `poll_platforms`."""
         self.failing_channels: dict[str, str] = {}
         """Channel label -> the last error of a channel whose latest delivery failed."""
 
@@ -148,6 +153,11 @@ class Monitor:
                 self.last_error = visible(f"{name}: {type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT])
                 continue
             fresh.extend(self.latch.update(name, current))
+        try:
+            fresh.extend(self._money(now))
+        except Exception as exc:  # isolation: a surprise in the money model, never the boxes
+            self.errors += 1
+            self.last_error = visible(f"money: {type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT])
         self.fired.extend((now, alert) for alert in fresh)
         if self.recorder is not None:
             try:
@@ -159,6 +169,35 @@ class Monitor:
             for alert in fresh:
                 self.spawn(self._send(alert))
         return fresh
+
+    def bill(self, now: float | None = None) -> SweepBill:
+        """The sweep's bill: the cockpit's rows reconciled with the latest platform truth."""
+        now = self.clock() if now is None else now
+        trackers = self.trackers.values()
+        ids = {t.instance.name: (t.profile.platform, t.instance.instance_id) for t in trackers}
+        return build_bill([billing_row(t, now) for t in trackers], ids, self.truths, now)
+
+    def _money(self, now: float) -> list[Alert]:
+        """Money clocks past their thresholds (balance runway, contract end, a stopped box
+        still billing), once per episode per platform, like any other alert."""
+        if not self.truths:
+            return []
+        bill = self.bill(now)
+        fresh: list[Alert] = []
+        for platform in self.truths:
+            fresh.extend(self.latch.update(f"platform:{platform}",
+                                           money_alerts(platform, bill.clocks)))
+        return fresh
+
+    async def poll_platforms(self, clients: Sequence[PlatformClient]) -> None:
+        """Poll the platforms' APIs for ever (`POLL_INTERVAL_S`, longer when one asked with a
+        429's Retry-After); each answer, or why there is none, lands in `truths` and is
+        judged on the next tick. Read-only; a slow API delays only its own next poll."""
+        from cockpit.services.platforms import next_poll_s, poll_all
+
+        while True:
+            self.truths = await poll_all(clients, self.truths, self.clock())
+            await asyncio.sleep(next_poll_s(self.truths))
 
     def session_history(self, instance: str | None = None) -> list[HistoryItem]:
         """This session's alerts as history items (newest first), optionally for one box."""
