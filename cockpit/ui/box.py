@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Input, Sparkline
+from textual.widgets import DataTable, Footer, Header, Input
 
+from cockpit.models.durations import format_duration
 from cockpit.models.failures import FailureEvent
 from cockpit.models.hostview import HostTracker, cell_name
 from cockpit.models.queue import CellView
 from cockpit.models.summary import state_text
 from cockpit.models.text import remote_text, visible
+from cockpit.models.trend import bars
 from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import upsert_row
 from cockpit.ui.render import (
@@ -133,17 +136,31 @@ class BoxScreen(CockpitScreen):
         self._failure_rows(force)
 
     def _sparklines(self) -> None:
+        """Per GPU: a utilisation sparkline over the whole run (the store, when one is open)
+        with a linear time axis below it, the column width and gaps said in its label."""
         sparks = self.query_one("#sparks", Vertical)
-        for index, series in sorted(self.tracker.gpu_util.items()):
+        columns = max(20, sparks.size.width or 60)
+        for index in sorted(self.tracker.gpu_util):
+            trend, scope = self.cockpit.gpu_trend(self.instance, index, columns)
+            label = Text(f"gpu{index} util · {scope} · max per {format_duration(trend.column_s)}")
+            label.append(" · 0-100%")
+            if trend.gaps:
+                label.append(" · blank: no data")
+            axis = Table.grid(expand=True)
+            for justify in ("left", "center", "right"):
+                axis.add_column(justify=justify, ratio=1)
+            axis.add_row(*trend.axis())
             spark_id = f"spark-{index}"
             found = sparks.query(f"#{spark_id}")
+            line = Text(bars(trend.values), style=self.cockpit.palette.ok)
             if not found:
-                sparks.mount(PlainLabel(f"gpu{index} util, last {len(series.points)} samples",
-                                   classes="spark-label"))
-                sparks.mount(Sparkline(series.values(), summary_function=max, id=spark_id))
+                sparks.mount(PlainLabel(label, id=f"spark-label-{index}", classes="spark-label"))
+                sparks.mount(PlainStatic(line, id=spark_id, classes="spark"))
+                sparks.mount(PlainStatic(axis, id=f"spark-axis-{index}", classes="spark-axis"))
             else:
-                spark = found.first(Sparkline)
-                spark.data = series.values()
+                found.first(PlainStatic).update(line)
+                self.query_one(f"#spark-label-{index}", PlainLabel).update(label)
+                self.query_one(f"#spark-axis-{index}", PlainStatic).update(axis)
 
     def _queue_rows(self) -> None:
         table = self.query_one("#queue-table", DataTable)
@@ -291,7 +308,6 @@ class BoxScreen(CockpitScreen):
     def action_master_log(self) -> None:
         """The queue's master log, at the end."""
         self.open_log(self.tracker.instance.queue_log, what="queue_log")
-
 
     # -- actions ---------------------------------------------------------------------------
     def action_back(self) -> None:

@@ -1,0 +1,69 @@
+"""Trends over the whole run: resampled by time onto a fixed 0-100 scale, gaps left blank, and
+the box screen reading the store's history (not only this session's points)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cockpit.models.trend import HOLD_S, bars, resample
+from cockpit.services.config.acks import AckStore
+from cockpit.services.store.db import Store, metric_gpu_util
+from cockpit.services.watch.wiring import Session
+from cockpit.ui.app import CockpitApp
+from cockpit.ui.box import BoxScreen
+from cockpit.ui.safe import PlainLabel, PlainStatic
+from tests.replay import NOW, replay_events, replay_sweep, source_of
+from tests.test_ui_app import settle
+
+
+def test_columns_are_linear_in_time_and_keep_each_columns_peak() -> None:
+    points = [(0.0, 10.0), (10.0, 90.0), (11.0, 20.0), (50.0, 30.0)]
+    trend = resample(points, end=60.0, columns=6)
+    assert (trend.start, trend.end, trend.column_s) == (0.0, 60.0, 10.0)
+    assert trend.values == [10.0, 90.0, 20.0, 20.0, 20.0, 30.0]  # held within HOLD_S
+    assert trend.gaps == 0
+
+
+def test_a_silence_longer_than_the_hold_is_a_gap_not_a_zero() -> None:
+    points = [(0.0, 80.0), (1000.0, 80.0)]
+    trend = resample(points, end=1000.0, columns=10)
+    assert trend.values[0] == 80.0 and trend.values[-1] == 80.0
+    assert trend.values[1:-1] == [None] * 8 and trend.gaps == 8  # 100 s columns > HOLD_S
+    assert trend.column_s > HOLD_S
+    assert bars(trend.values) == "▇" + " " * 8 + "▇"  # blank for no data, never a false 0
+
+
+def test_bars_use_a_fixed_scale_not_the_datas_range() -> None:
+    assert bars([97.0, 97.0]) == "██"  # pinned high stays high (a self-scaled line goes flat)
+    assert bars([5.0, 6.0]) == "▁▁"  # 5 -> 6 % is not a cliff
+    assert bars([0.0, 50.0, 100.0, None]) == "▁▅█ "
+    assert bars([-5.0, 250.0]) == "▁█"  # out-of-range values clamp
+
+
+async def test_the_box_screen_trend_spans_the_run_kept_in_the_store(tmp_path: Path) -> None:
+    loaded = replay_sweep(tmp_path)
+    db = tmp_path / "store" / "replay.db"
+    store = Store.open(db, sweep="replay", role="test")
+    try:
+        with store.batch():
+            for minute in range(0, 600, 5):  # ten hours of history, before this session
+                store.sample("a1", NOW - 36000 + minute * 60, {metric_gpu_util(0): 40.0 + minute % 50})
+    finally:
+        store.close()
+    session = Session(db)
+    app = CockpitApp(loaded, source=lambda: source_of(replay_events(with_key_problem=False)),
+                     clock=lambda: NOW, acks=AckStore(tmp_path / "acks.json"), banners=False,
+                     session=session)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(app, pilot)
+        app.open_box("a1")
+        await pilot.pause(0.5)
+        screen = app.screen
+        assert isinstance(screen, BoxScreen)
+        label = str(screen.query_one("#spark-label-0", PlainLabel).render())
+        assert "whole run" in label, label
+        trend, scope = app.gpu_trend("a1", 0, 60)
+        assert scope == "whole run" and trend.axis() == ("-10h", "-5h", "now")
+        line = str(screen.query_one("#spark-0", PlainStatic).render())
+        assert line.strip() and set(line.strip()) <= set("▁▂▃▄▅▆▇█ ")
+        await pilot.press("escape", "q")
