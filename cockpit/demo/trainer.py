@@ -43,6 +43,11 @@ _METRICS: dict[str, tuple[str, float, float, bool]] = {
     "classification": ("val_acc", 0.71, 0.18, True),
 }
 _DEFAULT_METRIC = ("val_score", 0.50, 0.25, True)
+FRACTION_METRICS = frozenset({"val_map50", "val_miou", "val_acc", "val_score"})
+"""Metrics that are fractions of 1 (an accuracy of 1.124 is impossible): their gain is kept
+inside the headroom left below 1 and every value is capped just under it."""
+HEADROOM_USED = 0.6
+"""Share of the headroom below 1 a fraction metric climbs over a run (noise stays inside)."""
 
 _FAKE_SITE = "/root/miniconda3/lib/python3.11/site-packages"
 _FAKE_SRC = "/root/PROJECT_NAME/src"
@@ -78,6 +83,12 @@ class MetricSpec:
     start: float
     gain: float
     higher_is_better: bool
+    ceiling: float | None = None
+    """The most the metric can be (1.0 for an accuracy), or None when unbounded (PSNR)."""
+
+    def bounded(self, value: float) -> float:
+        """`value` kept at or under the ceiling (a noisy fraction must not pass 1)."""
+        return value if self.ceiling is None else min(value, self.ceiling - 1e-4)
 
     def better(self, new: float, old: float | None) -> bool:
         """Whether `new` improves on `old` (`None` means no best yet)."""
@@ -96,6 +107,9 @@ def metric_for(task: str, base: float | None) -> MetricSpec:
     if base is not None:
         gain = gain * (abs(base) / start) if start else gain
         start = base
+    if name in FRACTION_METRICS:
+        gain = max(0.0, min(gain, HEADROOM_USED * (1.0 - start)))
+        return MetricSpec(name, start, gain, higher, ceiling=1.0)
     return MetricSpec(name, start, gain, higher)
 
 
@@ -308,6 +322,7 @@ def train(args: argparse.Namespace, cfg: CellConfig) -> int:
         value = metric.start + metric.gain * curve + noise
         if not metric.higher_is_better:
             value = metric.start - metric.gain * curve + noise
+        value = metric.bounded(value)
         lr = base_lr * 0.5 * (1.0 + math.cos(math.pi * (epoch - 1) / max(1, epochs)))
 
         remaining = cfg.seconds_per_epoch - (time.monotonic() - started)

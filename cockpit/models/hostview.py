@@ -102,11 +102,18 @@ class MountTrend:
     inodes_full_s: float | None
 
 
+FULL_HORIZON_S = 90 * 86400.0
+"""A time-to-full past 90 days is "not filling": a session's slope that far out is noise (a
+few KiB of logs read as `full in 1433d20h`) and no rental lasts that long unwatched."""
+
+
 def time_to_full(slope: float | None, avail: int | NA) -> float | None:
-    """Seconds until `avail` is used up at `slope` per second; None when not filling."""
+    """Seconds until `avail` is used up at `slope` per second; None when not filling, or when
+    it would take longer than `FULL_HORIZON_S`."""
     if slope is None or slope <= 0 or isinstance(avail, NA):
         return None
-    return avail / slope
+    seconds = avail / slope
+    return seconds if seconds <= FULL_HORIZON_S else None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,13 @@ from cockpit.models.snapshot import HostSnapshot, HostState, Reachability
 from cockpit.models.sweep import Instance, SshSettings, Sweep
 from cockpit.models.text import visible
 from cockpit.services.transport import ssh
-from cockpit.services.transport.probe import ProbePlan, end_marker, probe_command, probe_script
+from cockpit.services.transport.probe import (
+    ProbePlan,
+    end_marker,
+    probe_argv,
+    probe_command,
+    probe_stdin,
+)
 from cockpit.services.transport.remote import LOCAL_STREAM_LIMIT
 
 log = logging.getLogger(__name__)
@@ -89,6 +95,8 @@ class SshProbe:
         await slot.acquire()
         try:
             process = await conn.create_process(probe_command(with_gpu=True), encoding=None)
+            # The script goes on stdin, not in argv: `ps` on the box shows a short line.
+            process.stdin.write(probe_stdin())
         except BaseException:
             slot.release()
             raise
@@ -118,10 +126,12 @@ class LocalProbe:
     async def start(cls) -> LocalProbe:
         """Start the probe script locally (no SSH, no nvidia-smi)."""
         proc = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", probe_script(), "cockpit-probe", "0",
+            *probe_argv(with_gpu=False), executable="/bin/sh",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.DEVNULL, limit=LOCAL_STREAM_LIMIT,
         )
+        assert proc.stdin is not None
+        proc.stdin.write(probe_stdin())  # the script on stdin: `ps` shows `cockpit-probe -c …`
         return cls(proc)
 
     async def exchange(self, seq: int, request: bytes, timeout: float) -> bytes:

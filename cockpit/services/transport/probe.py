@@ -43,9 +43,46 @@ def probe_script() -> str:
     return (Path(__file__).with_name("probe.sh")).read_text(encoding="utf-8")
 
 
+PROBE_NAME = "cockpit-probe"
+"""What `ps`/`htop` on the box show for the probe (its argv[0] where the login shell can set
+it, and always its $0): a short, recognisable line instead of 14 KB of script."""
+SCRIPT_END = "#cockpit-probe-script-end"
+"""The line that ends the script sent on stdin (probe.sh never holds this line)."""
+BOOT = ('N=$(printf "\\nx"); N=${N%x}; s=; while IFS= read -r l && [ "$l" != "'
+        + SCRIPT_END + '" ]; do s="$s$l$N"; done; eval "$s"')
+"""The whole of the probe's command line: read the script from stdin up to `SCRIPT_END`
+(POSIX `read` takes a pipe byte by byte, so the requests after it stay unread), then run it.
+One line, no newline in argv. Nothing is written on the box: the script lives only in the
+shell's memory."""
+
+
+def probe_argv(with_gpu: bool) -> list[str]:
+    """argv of a probe: `cockpit-probe -c BOOT cockpit-probe 0|1`, run by /bin/sh (argv[0] is
+    the name `ps` shows; the script comes on stdin, `probe_stdin()`)."""
+    return [PROBE_NAME, "-c", BOOT, PROBE_NAME, "1" if with_gpu else "0"]
+
+
 def probe_command(with_gpu: bool = True) -> str:
-    """The single remote command that starts a probe (one exec per connection, not per tick)."""
-    return f"exec /bin/sh -c {shlex.quote(probe_script())} cockpit-probe {1 if with_gpu else 0}"
+    """The single remote command that starts a probe (one exec per connection, not per tick).
+
+    Whatever the login shell, /bin/sh runs it. Where bash exists its `exec -a` names the
+    probe's shell `cockpit-probe` (`ps`: `cockpit-probe -c N=$(printf …` ); elsewhere
+    (busybox) a plain exec (`/bin/sh -c N=$(printf … cockpit-probe 1`). Either way the 14 KB
+    script is not in argv: `probe_stdin()` is written to the process's stdin first."""
+    flag = "1" if with_gpu else "0"
+    named = 'exec -a ' + PROBE_NAME + ' /bin/sh -c "$0" ' + PROBE_NAME + ' "$1"'
+    inner = (f"if command -v bash >/dev/null 2>&1; then exec bash -c {shlex.quote(named)} "
+             f"{shlex.quote(BOOT)} {flag}; else exec /bin/sh -c {shlex.quote(BOOT)} "
+             f"{PROBE_NAME} {flag}; fi")
+    return f"exec /bin/sh -c {shlex.quote(inner)}"
+
+
+def probe_stdin() -> bytes:
+    """What the client writes before its first request: the script, then `SCRIPT_END`."""
+    script = probe_script()
+    if not script.endswith("\n"):
+        script += "\n"
+    return f"{script}{SCRIPT_END}\n".encode()
 
 
 def watched_mounts(instance: Instance, profile: Profile) -> list[str]:
