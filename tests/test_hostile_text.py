@@ -279,7 +279,8 @@ async def test_hostile_records_are_shown_literally_in_fleet_and_box_screens(tmp_
 
         for name, fields in (
             ("h1", [SHORT, WORD, f"  {LINE}", CELL, ENFORCE[:80], "L" * 100]),
-            ("h2", [f"GPU failed: NVIDIA-SMI has failed {LINE}", f"nvidia-smi says: NVIDIA-SMI has failed {LINE}"]),
+            ("h2", [f"GPU failed: NVIDIA-SMI has failed {LINE}",
+                    f"nvidia-smi says: NVIDIA-SMI has failed {LINE}"]),
         ):
             app.open_box(name)
             await pilot.pause(0.2)
