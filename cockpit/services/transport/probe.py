@@ -154,7 +154,8 @@ class ProbePlan:
     so a record that can start a replay (a *base*) recurs: `cockpit watch` keeps records from
     the latest base for TUIs that follow it instead of probing the boxes themselves."""
     marks: str = ""
-    """Why the latest request asked for marks: `first` (first contact), `rebase`, or ""."""
+    """Why the latest request starts a base: `first` (first contact), `rebase`, or "" (an
+    instance without a master log has no marks to ask for; its first record is its base)."""
 
     def request(self) -> tuple[int, bytes]:
         """The next tick's request and its sequence number."""
@@ -171,9 +172,11 @@ class ProbePlan:
         self.marks = ""
         if inst.queue_log and self.cursors.get(inst.queue_log, LogCursor()).offset < 0:
             self.marks = "first"
-        elif inst.queue_log and self.rebase_every > 0 and self.seq % self.rebase_every == 0:
+        elif not inst.queue_log and self.seq == 1:
+            self.marks = "first"  # no master log: any record can start a replay
+        elif self.rebase_every > 0 and self.seq % self.rebase_every == 0:
             self.marks = "rebase"
-        if self.marks:
+        if self.marks and inst.queue_log:
             lines.append(f"marks {inst.queue_log}")
         if inst.run_logs:
             lines.append(f"dir {inst.run_logs}")
