@@ -27,6 +27,12 @@ Tables (v1):
 - `judgements`: a health judgement's episode (stalled, idle burn, stale...), started and ended.
 - `alerts` and `deliveries`: material alerts and how each channel took them.
 - `audit`: a mirror of the teardown/exclusion audit log entries.
+
+Tables (v2, the MCP server's: `cockpit/services/agent/requests.py`):
+
+- `teardown_requests`: a teardown an agent asked for (who, why, the verification state
+  then), `pending` until a person approves or refuses it on the TUI's teardown screen.
+- `tool_calls`: every MCP tool call (tool, arguments without secrets, result summary).
 """
 
 from __future__ import annotations
@@ -156,7 +162,41 @@ def _v1(conn: sqlite3.Connection) -> None:
             conn.execute(statement)
 
 
-MIGRATIONS: tuple[Migration, ...] = (_v1,)
+V2 = """
+CREATE TABLE teardown_requests (
+    id INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    instance TEXT NOT NULL,
+    action TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    who TEXT NOT NULL,
+    verification TEXT NOT NULL,
+    state TEXT NOT NULL,
+    decided_at REAL,
+    decided_by TEXT NOT NULL DEFAULT '',
+    note TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX teardown_requests_by_state ON teardown_requests (state, at);
+CREATE TABLE tool_calls (
+    id INTEGER PRIMARY KEY,
+    at REAL NOT NULL,
+    who TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    ok INTEGER NOT NULL,
+    summary TEXT NOT NULL
+);
+CREATE INDEX tool_calls_by_time ON tool_calls (at);
+"""
+
+
+def _v2(conn: sqlite3.Connection) -> None:
+    for statement in V2.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+MIGRATIONS: tuple[Migration, ...] = (_v1, _v2)
 """Migration i (0-based) brings a file from version i to i + 1."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
