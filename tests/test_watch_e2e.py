@@ -336,3 +336,50 @@ def test_watch_once_under_cron_reports_each_episode_once(sshd: Sshd, tmp_path: P
     assert any(i["event"] == "alert" and i["kind"] == "cell-failed" for i in first)
     assert not any(i["event"] == "alert" and i["kind"] == "cell-failed" for i in second)
     assert sum(json.loads(b).get("kind") == "cell-failed" for b in receiver.bodies) == 1
+
+
+@pytest.mark.sshd
+def test_sighup_rereads_the_sweep_and_a_broken_one_keeps_the_old(sshd: Sshd, tmp_path: Path,
+                                                                 receiver: Receiver) -> None:
+    box = write_box(tmp_path)
+    config = sshd.write_client_files("gpu-box-1", tmp_path)
+    sweep = write_sweep(tmp_path, config, box, receiver.url)
+    proc = start_watch(sweep, tmp_path / "store" / "hup.db")
+    lines = Lines(proc)
+    try:
+        lines.wait_for(lambda i: i["event"] == "state" and i["reachability"] == "connected",
+                       "connected state")
+        text = sweep.read_text()
+        sweep.write_text(text + "  - name: b2\n    profile: generic-ssh\n    host: gpu-box-1\n")
+        proc.send_signal(signal.SIGHUP)
+        reloaded = lines.wait_for(lambda i: i["event"] == "reloaded", "reloaded line")
+        assert reloaded["instances"] == ["b1", "b2"]
+        lines.wait_for(lambda i: i["event"] == "state" and i["instance"] == "b2"
+                       and i["reachability"] == "connected", "the new box connected")
+        sweep.write_text(text + "  - name: [broken\n")
+        proc.send_signal(signal.SIGHUP)
+        error = lines.wait_for(lambda i: i["event"] == "error" and "re-read" in i["what"],
+                               "the broken sweep reported")
+        assert "sweep.yaml" in error["reason"]
+        assert proc.poll() is None, "a broken sweep file must not stop the watcher"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert code == 0
+
+
+def test_print_systemd_unit_runs_this_sweep_with_its_options(tmp_path: Path) -> None:
+    sweep = tmp_path / "my sweep.yaml"
+    sweep.write_text("sweep: s\ninstances:\n  - {name: b1, profile: generic-ssh, host: h}\n")
+    unit = subprocess.run([sys.executable, "-m", "cockpit", "watch", str(sweep),
+                           "--print-systemd-unit", "--metrics", "9400"],
+                          capture_output=True, text=True, timeout=60)
+    assert unit.returncode == 0, unit.stderr
+    exec_start = next(line for line in unit.stdout.splitlines() if line.startswith("ExecStart="))
+    assert f"watch '{sweep.resolve()}' --metrics 127.0.0.1:9400" in exec_start
+    assert "ExecReload=/bin/kill -HUP $MAINPID" in unit.stdout
+    assert "WantedBy=default.target" in unit.stdout
