@@ -333,3 +333,31 @@ def test_a_bare_exit_code_names_an_excerpt_only_for_a_known_runner() -> None:
 ])
 def test_look_alikes_of_the_issue_17_families_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
+
+
+def test_loguru_and_timestamped_tracebacks_are_one_event() -> None:
+    loguru = b"""2023-05-01 10:00:01.123 | ERROR    | __main__:main:20 - An error has been caught in function 'main'
+Traceback (most recent call last):
+
+  File "/app/tools/train.py", line 30, in <module>
+    main()
+    \xe2\x94\x94 <function main at 0x7f>
+
+> File "/app/tools/train.py", line 20, in main
+    inps = inps.to(dtype)
+
+AttributeError: 'NoneType' object has no attribute 'to'
+2023-05-01 10:00:02.000 | INFO     | __main__:main:25 - shutting down
+"""
+    found = classify_bytes(RULEBOOK, [loguru])
+    assert [(f.rule.id, f.exception, f.frame) for f in found] == [
+        ("PY", "AttributeError", "train.py:20 in main")]
+    stamped = b"""2024-05-01T10:00:00.120Z step 10 loss 0.3
+2024-05-01T10:00:00.123Z Traceback (most recent call last):
+2024-05-01T10:00:00.124Z   File "/app/train.py", line 12, in <module>
+2024-05-01T10:00:00.124Z     x = batch["label"]
+2024-05-01T10:00:00.125Z KeyError: 'label'
+2024-05-01T10:00:00.200Z shutting down
+"""
+    found = classify_bytes(RULEBOOK, [stamped])
+    assert [(f.rule.id, f.exception, f.line_no) for f in found] == [("PY", "KeyError", 5)]

@@ -35,7 +35,11 @@ MAX_TB_LINES = 400
 EXCERPT = 240
 
 _HEADER = b"Traceback (most recent call last):"
-_FRAME_RE = re.compile(rb'^\s*File "(?P<path>[^"]*)", line (?P<line>\d+), in (?P<fn>.*)$')
+_FRAME_RE = re.compile(rb'^\s*(?:> )?File "(?P<path>[^"]*)", line (?P<line>\d+), in (?P<fn>.*)$')
+"""A frame line; loguru marks the failing frame with `> `."""
+_STAMP_RE = re.compile(rb"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
+"""A timestamp a log collector puts before every line (`kubectl logs --timestamps`, `docker
+logs -t`): it differs line by line, so it cannot be stripped as one fixed prefix."""
 _RICH_HEADER_RE = re.compile(rb"^\s*\xe2\x95\xad\S* Traceback \(most recent call last\) ")
 """rich's traceback box top: `╭───── Traceback (most recent call last) ─────╮`."""
 _BOX = ("│".encode(), "╰".encode(), "╭".encode())
@@ -102,6 +106,8 @@ class _Traceback:
     """(line number, [exception line, continuation lines...]) along the chain."""
     user_frame: str = ""
     after_exception: bool = False
+    stamped: bool = False
+    """Every line starts with its own timestamp (stripped before reading it)."""
     headless: bool = False
     """Started at a frame, its header missing (a pasted excerpt)."""
     boxed: bool = False
@@ -196,7 +202,9 @@ class LogClassifier:
                 # What precedes the header on its line is a line of its own that lost its
                 # newline (a tqdm bar, `^C` echoed by the terminal): judge it as one.
                 self._prefix_finding(line[:header], out)
-                self._tb = _Traceback(prefix=line[:header])
+                prefix = line[:header]
+                stamped = _STAMP_RE.fullmatch(prefix) is not None
+                self._tb = _Traceback(prefix=b"" if stamped else prefix, stamped=stamped)
                 self._line_no += 1
                 counted = pos = stop + 1
                 continue
@@ -266,6 +274,8 @@ class LogClassifier:
             stop = buf.find(b"\n", pos, end)
             raw = buf[pos:stop]
             line = raw.rstrip(b"\r")
+            if tb.stamped:
+                line = _STAMP_RE.sub(b"", line, count=1)
             if tb.prefix:
                 if line.startswith(tb.prefix):
                     line = line[len(tb.prefix):]
@@ -420,7 +430,7 @@ def _final_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
     total = body.count(b"\n") + 1
     tail = body.rsplit(b"\n", FINAL_LINES)
     for back, raw in enumerate(reversed(tail)):
-        line = _RANK_PREFIX_RE.sub(b"", raw.strip())
+        line = _RANK_PREFIX_RE.sub(b"", _STAMP_RE.sub(b"", raw.strip(), count=1))
         if _HEADLESS_EXC_RE.match(line) and (b": " in line or line.endswith(b"Error")):
             found = classify_bytes(rulebook, [_HEADER + b"\n" + line + b"\n"])
             return [Finding(f.rule, total - back, f.excerpt, f.frame, f.exception)
