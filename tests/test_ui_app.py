@@ -223,13 +223,13 @@ async def test_theme_switch_recolours_cells(tmp_path: Path) -> None:
         table = fleet_table(app)
         before = table.get_cell("r1", "disk")
         assert isinstance(before, Text) and str(before.style) == app.palette.bad
-        await pilot.press("t")
+        await pilot.press("T")
         await pilot.pause(0.4)
         assert app.theme == "cockpit-light"
         after = table.get_cell("r1", "disk")
         assert isinstance(after, Text) and str(after.style) == app.palette.bad
         assert str(after.style) != str(before.style), "the light theme has its own error colour"
-        await pilot.press("t")
+        await pilot.press("T")
         await pilot.pause(0.2)
         assert app.theme == "cockpit-contrast"
 

@@ -71,10 +71,12 @@ class CockpitApp(App[int]):
     CSS_PATH: ClassVar[list[str | PurePath]] = [shipped_dir("themes") / "cockpit.tcss"]
     COMMANDS = App.COMMANDS | {CockpitCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit (touches no remote)"),
+        Binding("q", "quit", "Quit", tooltip="Quit (touches no remote)"),
         Binding("question_mark", "help", "Help"),
-        Binding("t", "next_theme", "Theme"),
-        Binding("exclamation_mark", "events", "Events"),
+        # `T`, not `t`: `t` is Teardown on the verify screen (one meaning per key).
+        Binding("T", "next_theme", "Theme", show=False),
+        Binding("exclamation_mark", "events", "Events", show=False,
+                tooltip="Events: what happened, newest first"),
     ]
 
     def __init__(
@@ -490,7 +492,9 @@ class CockpitApp(App[int]):
         bindings += [a.binding for a in self.screen.active_bindings.values()]
         rows: list[tuple[str, str]] = []
         for binding in bindings:
-            row = (binding.key_display or self.get_key_display(binding), binding.description)
+            # The footer shows the short description; help the long one (its tooltip).
+            row = (binding.key_display or self.get_key_display(binding),
+                   binding.tooltip or binding.description)
             if binding.description and row not in rows:
                 rows.append(row)
         self.push_screen(HelpScreen(rows))

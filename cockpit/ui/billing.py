@@ -32,8 +32,8 @@ from cockpit.models.text import remote_text, visible
 from cockpit.services.platforms import clients_for_sweep, next_poll_s, poll_all
 from cockpit.services.platforms.base import PlatformClient
 from cockpit.ui.base import CockpitScreen
-from cockpit.ui.fleet import upsert_row
-from cockpit.ui.safe import PlainStatic, PlainTable
+from cockpit.ui.fleet import KeyedTable, upsert_row
+from cockpit.ui.safe import PlainStatic
 
 BILLING_COLUMNS = ("instance", "platform", "now", "platform says", "per hour", "uptime",
                    "so far", "idle")
@@ -54,7 +54,7 @@ class BillingScreen(CockpitScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield PlainTable(id="billing-table", cursor_type="row", zebra_stripes=True)
+        yield KeyedTable(id="billing-table", cursor_type="row", zebra_stripes=True)
         yield PlainStatic(id="billing-clocks")
         yield PlainStatic(id="billing-detail")
         yield PlainStatic(id="billing-total")

@@ -15,12 +15,12 @@ from textual.widgets import DataTable, Footer, Header, Input
 from cockpit.models.durations import format_duration
 from cockpit.models.failures import FailureEvent
 from cockpit.models.hostview import HostTracker, cell_name
-from cockpit.models.queue import CellView
+from cockpit.models.queue import CellState, CellView
 from cockpit.models.summary import state_text
 from cockpit.models.text import remote_text, visible
 from cockpit.models.trend import bars
 from cockpit.ui.base import CockpitScreen
-from cockpit.ui.fleet import upsert_row
+from cockpit.ui.fleet import KeyedTable, upsert_row
 from cockpit.ui.render import (
     cell_detail,
     cell_row,
@@ -31,7 +31,7 @@ from cockpit.ui.render import (
     queue_header,
     resume_hint_of,
 )
-from cockpit.ui.safe import PlainLabel, PlainStatic, PlainTable
+from cockpit.ui.safe import PlainLabel, PlainStatic
 
 QUEUE_COLUMNS = ("#", "cell", "state", "epoch", "elapsed", "ETA")
 FAILURE_COLUMNS = ("time", "rule", "class", "cell", "count", "message")
@@ -43,20 +43,29 @@ class BoxScreen(CockpitScreen):
     """The four panels of one instance."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "back", "Back to fleet"),
-        Binding("slash", "filter", "Filter failures"),
-        Binding("r", "reconnect", "Reconnect"),
-        Binding("v", "verify", "Verify & teardown"),
-        Binding("P", "operation('preflight')", "Preflight"),
-        Binding("L", "operation('launch')", "Launch"),
-        Binding("R", "operation('resume')", "Resume"),
-        Binding("S", "operation('stop')", "Stop"),
-        Binding("X", "rerun", "Rerun cell"),
-        Binding("c", "copy_hint", "Copy resume cmd"),
-        Binding("exclamation_mark", "events", "Events"),
-        Binding("l", "master_log", "Master log"),
-        Binding("tab", "focus_next", "Next panel", show=False),
+        # The footer shows the first few (short words); `?` lists every key with its
+        # tooltip, so the footer never cuts a word at 80 or 120 columns.
+        Binding("escape", "back", "Back", tooltip="Back to fleet"),
+        Binding("slash", "filter", "Filter", tooltip="Filter failures"),
+        Binding("v", "verify", "Verify", tooltip="Verify & teardown"),
+        Binding("l", "master_log", "Log", tooltip="Master log"),
+        Binding("r", "reconnect", "Reconnect", show=False),
+        Binding("P", "operation('preflight')", "Preflight", show=False),
+        Binding("L", "operation('launch')", "Launch", show=False),
+        Binding("R", "operation('resume')", "Resume", show=False),
+        Binding("S", "operation('stop')", "Stop", show=False),
+        Binding("X", "rerun", "Rerun cell", show=False),
+        Binding("c", "copy_hint", "Copy resume cmd", show=False),
+        Binding("exclamation_mark", "events", "Events", show=False),
+        Binding("tab", "next_panel(1)", "Next panel", show=False),
+        Binding("shift+tab", "next_panel(-1)", "Previous panel", show=False),
+        Binding("F", "next_failed", "Next failed cell", show=False),
     ]
+    PANELS = ("#gpu-panel", "#disk-panel", "#queue-panel", "#failure-panel")
+    """The panels `tab` cycles through, in reading order."""
+    SHORT_ROWS = 32
+    """Below this many terminal rows the GPU and disk panels shrink so the queue's and the
+    failures' rows stay visible (at 80x24 the queue showed no row at all)."""
 
     def __init__(self, instance: str) -> None:
         super().__init__(classes="box")
@@ -82,13 +91,13 @@ class BoxScreen(CockpitScreen):
                 yield PlainStatic(id="disk-body")
             with Vertical(id="queue-panel", classes="panel"):
                 yield PlainStatic(id="queue-head")
-                yield PlainTable(id="queue-table", cursor_type="row", zebra_stripes=True)
+                yield KeyedTable(id="queue-table", cursor_type="row", zebra_stripes=True)
                 yield PlainStatic(id="queue-detail")
             with Vertical(id="failure-panel", classes="panel"):
                 yield PlainStatic(id="health")
                 yield Input(placeholder="filter failures (class, cell, text)  esc: clear",
                             id="failure-filter")
-                yield PlainTable(id="failure-table", cursor_type="row")
+                yield KeyedTable(id="failure-table", cursor_type="row")
                 yield PlainStatic(id="failure-detail")
         yield Footer()
 
@@ -104,6 +113,8 @@ class BoxScreen(CockpitScreen):
         for column in FAILURE_COLUMNS:
             failures.add_column(column, key=column)
         self.query_one("#failure-filter", Input).display = False
+        self.query_one("#gpu-panel").can_focus = True  # `tab` stops on every panel
+        self.set_class(self.app.size.height < self.SHORT_ROWS, "-short")
         self.redraw(force=True)
         queue.focus()
 
@@ -223,7 +234,9 @@ class BoxScreen(CockpitScreen):
         return message if len(message) <= width else message[: width - 1] + "…"
 
     def on_resize(self) -> None:
-        """A wider panel shows more of each failure's message (once laid out anew)."""
+        """A wider panel shows more of each failure's message (once laid out anew); a short
+        terminal gives the queue and failure panels the rows."""
+        self.set_class(self.app.size.height < self.SHORT_ROWS, "-short")
         if self.is_mounted:
             self.call_after_refresh(self._failure_rows, True)
 
@@ -370,6 +383,31 @@ class BoxScreen(CockpitScreen):
             return
         self.app.run_worker(run_operation(self.cockpit, self.instance, "rerun", cells=[cell.name]),
                             group=f"ops-{self.instance}", exclusive=True, exit_on_error=False)
+
+    def action_next_panel(self, step: int) -> None:
+        """Focus the next (or previous) panel: GPU, disk, queue, failures."""
+        panels = [self.query_one(selector) for selector in self.PANELS]
+        focused = self.focused
+        at = next((i for i, panel in enumerate(panels)
+                   if focused is not None and (focused is panel or panel in focused.ancestors)),
+                  -1)
+        panel = panels[(at + step) % len(panels)]
+        tables = panel.query(DataTable)
+        (tables.first() if tables else panel).focus()
+
+    def action_next_failed(self) -> None:
+        """The queue's cursor to the next failed cell (after the cursor, wrapping)."""
+        table = self.query_one("#queue-table", DataTable)
+        cells = self.tracker.queue_view().cells
+        keys = [str(k.value) for k in table.rows]
+        failed = {f"{c.index}:{c.name}" for c in cells if c.state is CellState.FAILED}
+        for step in range(1, len(keys) + 1):
+            row = (table.cursor_row + step) % len(keys)
+            if keys[row] in failed:
+                table.focus()
+                table.move_cursor(row=row)
+                return
+        self.notify("no failed cell on this box", timeout=2)
 
     def tables(self) -> dict[str, DataTable[Any]]:
         """The queue and failure tables (for tests)."""

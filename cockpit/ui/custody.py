@@ -24,10 +24,18 @@ from cockpit.models.text import remote_text, visible
 from cockpit.services.custody.flow import Custody
 from cockpit.services.custody.plan import ActionView, action_details, plan_actions
 from cockpit.ui.base import CockpitScreen
-from cockpit.ui.fleet import upsert_row
-from cockpit.ui.safe import PlainStatic, PlainTable
+from cockpit.ui.fleet import KeyedTable, upsert_row
+from cockpit.ui.safe import PlainStatic
 
 VERIFY_COLUMNS = ("cell", "status", "metric", "bytes", "reason")
+
+
+def without_locked(why: str) -> str:
+    """`why` without its leading `locked: ` (one or more): the words around it already say
+    locked (`gate: LOCKED`, the red `locked` cell), so it read `locked: locked: …`."""
+    while why.lower().startswith("locked: "):
+        why = why[len("locked: "):]
+    return why
 ACTION_COLUMNS = ("action", "kind", "lock", "meter", "keeps", "destroys")
 
 
@@ -100,7 +108,7 @@ class _CustodyScreen(CockpitScreen):
                  GateState.LOCKED: palette.bad, GateState.FAILED: palette.bad}.get(gate.state, palette.warn)
         text = Text("gate: ")
         text.append(gate.state.value.upper(), style=f"bold {style}")
-        text.append(f"  {visible(gate.reason)}")
+        text.append(f"  {visible(without_locked(gate.reason))}")
         return text
 
 
@@ -120,7 +128,7 @@ class VerifyScreen(_CustodyScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield PlainStatic(id="verify-head")
-        yield PlainTable(id="verify-table", cursor_type="row", zebra_stripes=True)
+        yield KeyedTable(id="verify-table", cursor_type="row", zebra_stripes=True)
         yield PlainStatic(id="verify-foot")
         yield Footer()
 
@@ -138,7 +146,9 @@ class VerifyScreen(_CustodyScreen):
         head = Text(f"Verify {self.instance}", style="bold")
         head.append(f"  → {visible(str(custody.dest))}\n")
         head.append_text(self.gate_line())
-        if custody.busy or custody.stage:
+        if custody.busy or (custody.stage and (report is None or report.verification is None)):
+            # Once a verification is shown, its stage line ("1/3 loaded") is history: an
+            # exclusion since changed N, and the gate and the summary below say the same.
             head.append(f"\n{'working: ' if custody.busy else ''}{visible(custody.stage)}")
         progress = custody.progress
         if progress is not None and progress.total:
@@ -159,6 +169,10 @@ class VerifyScreen(_CustodyScreen):
         else:
             colour = palette.ok if verification.complete else palette.bad
             foot.append(f"{verification.summary}", style=f"bold {colour}")
+            if verification.excluded:
+                total = verification.expected + len(verification.excluded)
+                foot.append(f" (N = {total} cells minus the {len(verification.excluded)} you "
+                            f"excluded)", style=palette.muted)
             foot.append(f"  {format_bytes(verification.bytes_pulled)} verified, manifest "
                         f"{verification.manifest_digest[:16]}")
             foot.append(f"\nreceipt: {visible(str(report.marker))}" if report and report.marker else
@@ -247,7 +261,7 @@ class TeardownScreen(_CustodyScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield PlainStatic(id="teardown-head")
-        yield PlainTable(id="teardown-table", cursor_type="row", zebra_stripes=True)
+        yield KeyedTable(id="teardown-table", cursor_type="row", zebra_stripes=True)
         with VerticalScroll(id="teardown-detail-box"):
             yield PlainStatic(id="teardown-detail")
         yield PlainStatic(id="teardown-output")
@@ -289,7 +303,8 @@ class TeardownScreen(_CustodyScreen):
                 action.label,
                 Text("reversible", style=palette.ok) if action.reversible else
                 Text("IRREVERSIBLE", style=f"bold {palette.bad}"),
-                Text("open", style=palette.ok) if allowed else Text(visible(why)[:48], style=palette.bad),
+                Text("open", style=palette.ok) if allowed else
+                Text(visible(f"locked: {without_locked(why)}")[:48], style=palette.bad),
                 action.stops_meter, ", ".join(action.keeps) or "-", ", ".join(action.destroys) or "-")
             upsert_row(table, action.id, ACTION_COLUMNS, row)
         self._detail()
@@ -303,6 +318,17 @@ class TeardownScreen(_CustodyScreen):
         action = view.action
         text = Text(f"{action.label}", style="bold")
         text.append(f"  [{action.id}]\n")
+        # What it keeps and destroys first: at 80 columns the table's own columns for them
+        # are off screen, and they are what an approval is about.
+        text.append("keeps: ")
+        text.append(f"{visible(', '.join(action.keeps) or '-')}\n", style=self.cockpit.palette.ok)
+        text.append("destroys: ")
+        text.append(f"{visible(', '.join(action.destroys) or '-')}\n",
+                    style=self.cockpit.palette.bad)
+        allowed, why = ((False, view.problem) if view.step is None
+                        else self.custody.gate.can_approve(view.step))
+        if not allowed:
+            text.append(f"locked: {visible(without_locked(why))}\n", style=self.cockpit.palette.bad)
         for label, value in action_details(view):
             text.append(f"{label}: ")
             text.append(f"{visible(value)}\n", style="bold" if label == "command" else "")
@@ -329,7 +355,8 @@ class TeardownScreen(_CustodyScreen):
         allowed, why = custody.gate.can_approve(step)
         if not allowed:
             custody.refused_key(step, why)
-            self.notify(f"{view.action.label}: {why}", severity="error", timeout=5, markup=False)
+            self.notify(f"{view.action.label}: locked: {without_locked(why)}", severity="error",
+                        timeout=5, markup=False)
             return
         manual = step.argv is None
         body = Text()

@@ -20,7 +20,8 @@ from cockpit.models.durations import format_duration
 from cockpit.models.history import HistoryItem
 from cockpit.models.text import remote_text
 from cockpit.ui.base import CockpitScreen
-from cockpit.ui.safe import PlainStatic, PlainTable
+from cockpit.ui.fleet import KeyedTable
+from cockpit.ui.safe import PlainStatic
 
 EVENT_COLUMNS = ("when", "ago", "instance", "cell", "what", "sent")
 REFRESH_S = 2.0
@@ -45,7 +46,7 @@ class EventsScreen(CockpitScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield PlainStatic(id="events-source")
-        yield PlainTable(id="events-table", cursor_type="row", zebra_stripes=True)
+        yield KeyedTable(id="events-table", cursor_type="row", zebra_stripes=True)
         yield PlainStatic(id="events-detail")
         yield Footer()
 

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from cockpit.models.durations import format_bytes, format_duration
+from cockpit.models.gate import Gate, GateState
 from cockpit.models.health import Judgement
 from cockpit.models.hostview import HostTracker
 from cockpit.models.profile import StorageTier
@@ -113,7 +114,7 @@ def fleet_cells(tracker: HostTracker, palette: Palette, now: float) -> dict[str,
     inodes = worst_inodes(snap)
     memory = snap.memory.pct
     alerts = tracker.alerts(now)
-    return {
+    cells: dict[str, Text | str] = {
         "GPU": util_cell,
         "VRAM": mem_cell,
         "disk": styled(pct(disk), palette.fill(disk)),
@@ -123,14 +124,52 @@ def fleet_cells(tracker: HostTracker, palette: Palette, now: float) -> dict[str,
         "log age": log_age(snap),
         "alerts": styled(str(len(alerts)) if alerts else "-", palette.bad if alerts else palette.muted),
     }
+    if tracker.state.reachability is not Reachability.CONNECTED:
+        # The last numbers of a box not heard from are history, not the present: dimmed
+        # (the state cell says since when), still readable, never blanked.
+        for column, cell in cells.items():
+            if column != "alerts":
+                cells[column] = dimmed(cell)
+    return cells
 
 
-def state_cell(state: HostState, palette: Palette, now: float) -> Text:
-    """Connection state, coloured: connected, stale (the run may be fine), or refused."""
+def dimmed(cell: Text | str) -> Text:
+    """`cell` with `dim` added over its colours (a stale box's numbers)."""
+    out = cell.copy() if isinstance(cell, Text) else remote_text(cell)
+    out.stylize("dim")
+    return out
+
+
+def teardown_note(gate: Gate | None) -> tuple[str, bool | None] | None:
+    """The last teardown action on a box and its result: (`destroy done`, True), (`stop
+    failed: …`, False), (`running destroy`, None); None before any action ran."""
+    if gate is None:
+        return None
+    if gate.state in (GateState.EXECUTING, GateState.APPROVED):
+        return gate.reason, None
+    for state, reason in reversed(gate.history):
+        if state in (GateState.DONE, GateState.FAILED):
+            return reason, state is GateState.DONE
+    return None
+
+
+def state_cell(state: HostState, palette: Palette, now: float,
+               gate: Gate | None = None) -> Text:
+    """Connection state, coloured: connected, stale (the run may be fine), or refused.
+
+    After a teardown action the cell starts with it and its result (`destroy done ·
+    unreachable`): a destroyed box must not just look like a dropped link."""
     reach = state.reachability
     style = palette.ok if reach is Reachability.CONNECTED else (
         palette.warn if reach in (Reachability.STALE, Reachability.CONNECTING) else palette.bad)
-    cell = styled(state_text(state, now, short=True), style)
+    cell = Text()
+    note = teardown_note(gate)
+    if note is not None:
+        words, ok = note
+        cell.append_text(styled(words, palette.ok if ok else palette.warn if ok is None
+                                else palette.bad))
+        cell.append(" · ")
+    cell.append_text(styled(state_text(state, now, short=True), style))
     # A box whose records could not all be read, or whose watcher crashed, says so here:
     # "connected" alone would hide that its numbers may be incomplete or old.
     if state.crashes:
@@ -165,9 +204,12 @@ def gpu_panel(tracker: HostTracker, palette: Palette) -> RenderableType:
     mig = any(gpu.mig_enabled for gpu in snap.gpu.gpus)
     table = Table(box=None, pad_edge=False, expand=True)
     table.add_column("#", no_wrap=True)
-    table.add_column("GPU", no_wrap=True, overflow="ellipsis", max_width=14)
-    for column in ("util", "memory", "temp", "power", "SM", *(("MIG",) if mig else ())):
-        table.add_column(column, no_wrap=True)
+    # The model name gives way first; the numbers keep at least their header's width (at
+    # 120 columns rich squeezed every column alike and `util`/`temp` read `ut…`/`te…`).
+    table.add_column("GPU", no_wrap=True, overflow="ellipsis", max_width=14, min_width=4)
+    for column, least in (("util", 4), ("mem", 8), ("temp", 4), ("power", 8), ("SM", 7),
+                          *((("MIG", 3),) if mig else ())):
+        table.add_column(column, no_wrap=True, min_width=least)
     for gpu in snap.gpu.gpus:
         mem = "n/a" if isinstance(gpu.mem_used_mib, NA) or isinstance(gpu.mem_total_mib, NA) else (
             f"{gpu.mem_used_mib / 1024:.1f}/{gpu.mem_total_mib / 1024:.0f}G")
