@@ -85,6 +85,14 @@ def sort_key(value: Text | str) -> tuple[int, float, str]:
     return (1, 0.0, plain.lower())
 
 
+def directed_key(value: Text | str, reverse: bool) -> tuple[int, float, tuple[int, ...]]:
+    """`sort_key` in the asked direction with empty cells last either way (a plain
+    `reverse=True` would put the boxes with no reading on top)."""
+    rank, number, text = sort_key(value)
+    sign = -1 if reverse and rank < 2 else 1
+    return rank, sign * number, tuple(sign * ord(c) for c in text)
+
+
 def one_line(cell: Any) -> Any:
     """A cell cut with `…` at its column's width instead of wrapped out of its one-line row
     (`3/4 aug_strong` in a 13-wide column read `3/4`)."""
@@ -282,7 +290,7 @@ class FleetScreen(CockpitScreen):
         names = [n for n in self.cells if self.matches(n)]
         column = self.sort_column
         if column is not None:
-            names.sort(key=lambda n: sort_key(self.cells[n][column]), reverse=self.sort_reverse)
+            names.sort(key=lambda n: directed_key(self.cells[n][column], self.sort_reverse))
         return names
 
     def _fill(self, selected: str | None = None) -> None:
@@ -328,7 +336,7 @@ class FleetScreen(CockpitScreen):
         table = self.table()
         if column is None or column not in self.shown_columns:
             return
-        table.sort(column, key=sort_key, reverse=self.sort_reverse)
+        table.sort(column, key=lambda cell: directed_key(cell, self.sort_reverse))
 
     # -- live updates ----------------------------------------------------------------------
     def refresh_hosts(self, names: Iterable[str]) -> None:
