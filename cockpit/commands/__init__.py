@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any, cast
 
-MODULES: tuple[str, ...] = ("init", "add", "watch", "report", "billing")
+MODULES: tuple[str, ...] = ("init", "add", "watch", "report", "billing", "mcp")
 """The command modules, in the order `cockpit --help` lists them."""
 
 
