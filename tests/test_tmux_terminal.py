@@ -125,6 +125,23 @@ def fleet_ready(screen: str) -> bool:
     )
 
 
+ESSENTIALS = ("instance", "state", "GPU", "disk", "inodes", "queue", "alerts")
+
+
+def essentials_at_80(screen: str) -> bool:
+    """An 80-column screen whose fleet header holds the essential columns in order and whose
+    rows still show each box's state (issue 18: it was cut after the queue column)."""
+    lines = screen.splitlines()
+    header = next((line for line in lines if "instance" in line and "state" in line), "")
+    words = header.replace("│", " ").split()
+    return (
+        bool(lines) and max(len(line) for line in lines) <= 80
+        and [w for w in words if w in ESSENTIALS] == list(ESSENTIALS)
+        and all(any(re.search(rf"│ {name}\s.*connected", line) for line in lines)
+                for name in ("a1", "r1", "v1"))
+    )
+
+
 @pytest.mark.timeout(150)
 def test_demo_in_real_terminal() -> None:
     if shutil.which("tmux") is None:
@@ -185,7 +202,11 @@ def test_demo_in_real_terminal() -> None:
         tmux.keys("Escape")
         tmux.wait_for("the help screen to close", lambda s: "esc: close" not in s and "instance" in s)
 
-        # 6. `q` quits: the session ends and the demo fleet server goes with it.
+        # 6. Resized to 80x24, the fleet keeps its essential columns, whole and in order.
+        tmux.run("resize-window", "-t", tmux.session, "-x", "80", "-y", "24")
+        tmux.wait_for("the fleet's essential columns at 80x24", essentials_at_80)
+
+        # 7. `q` quits: the session ends and the demo fleet server goes with it.
         servers = serve_pids(pane_pid)
         assert servers, f"no `cockpit demo --serve` child found under pane pid {pane_pid}"
         tmux.keys("q")
