@@ -1,7 +1,8 @@
 """`cockpit screenshots`: drive the real app headless on the demo fleet and write SVGs.
 
 For each shipped theme it captures the danger-clock banner, the fleet overview, a box
-screen, and the host-key screen for an unknown and for a changed key. The host-key shots
+screen, and the host-key screen for an unknown and for a changed key; in the dark theme the
+fleet and box screens also at 80x24, 120x40 and 200x60 (`fleet-80x24-cockpit-dark.svg`). The host-key shots
 use a copy of the demo's ssh files whose known_hosts is empty (unknown key) or holds a
 different key (changed key): the same strict checking as for a real box.
 """
@@ -16,6 +17,7 @@ from functools import partial
 from pathlib import Path
 
 import asyncssh
+from textual.pilot import Pilot
 
 from cockpit.models.snapshot import Reachability
 from cockpit.services.config.acks import AckStore
@@ -27,6 +29,10 @@ from cockpit.ui.modals import DangerBanner, HostKeyScreen
 from cockpit.ui.themes import shipped_themes
 
 SIZE = (120, 40)
+SIZES = ((80, 24), (120, 40), (200, 60))
+"""Terminal sizes the fleet and box screens are also shot at (dark theme): a laptop's
+default terminal, the usual, and a wide monitor."""
+SIZED_THEME = "cockpit-dark"
 
 
 async def _until(app: CockpitApp, check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
@@ -73,6 +79,19 @@ async def _shoot_theme(sweep: Path, theme: str, out: Path, state: Path) -> list[
         app.save_screenshot(str(path))
         written.append(path)
 
+    async def save_sizes(app: CockpitApp, pilot: Pilot[int], name: str) -> None:
+        """`name` at every size of SIZES (dark theme only), then back to SIZE."""
+        if theme != SIZED_THEME:
+            return
+        for width, height in SIZES:
+            await pilot.resize_terminal(width, height)
+            await pilot.pause(0.8)
+            path = out / f"{name}-{width}x{height}-{theme}.svg"
+            app.save_screenshot(str(path))
+            written.append(path)
+        await pilot.resize_terminal(*SIZE)
+        await pilot.pause(0.5)
+
     app = CockpitApp(load_sweep(sweep), theme=theme, acks=AckStore(state / f"acks-{theme}.json"))
     async with app.run_test(size=SIZE) as pilot:
         await _until(app, lambda: isinstance(app.screen, DangerBanner), "the banner")
@@ -87,6 +106,7 @@ async def _shoot_theme(sweep: Path, theme: str, out: Path, state: Path) -> list[
         await asyncio.sleep(2)
         await pilot.pause(0.5)
         save(app, "fleet")
+        await save_sizes(app, pilot, "fleet")
         await pilot.press("dollar_sign")
         await pilot.pause(1.0)
         save(app, "billing")
@@ -96,6 +116,7 @@ async def _shoot_theme(sweep: Path, theme: str, out: Path, state: Path) -> list[
         await _until(app, lambda: isinstance(app.screen, BoxScreen), "the box screen")
         await pilot.pause(0.5)
         save(app, "box")
+        await save_sizes(app, pilot, "box")
         await pilot.press("escape")
         # v1's queue is short: verify it to N/N, then look at its (now open) teardown plan.
         await _until(app, lambda: app.trackers["v1"].queue_view().done, "v1's queue to finish", 90)
