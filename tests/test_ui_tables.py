@@ -14,19 +14,21 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from cockpit.demo.trainer import metric_for
+from cockpit.models.custody import CellStatus, CellVerdict, Verification
 from cockpit.models.durations import format_duration
 from cockpit.models.events import HostStateChanged
 from cockpit.models.gate import GateState
 from cockpit.models.hostview import FULL_HORIZON_S, time_to_full
 from cockpit.models.snapshot import HostState, Reachability
 from cockpit.services.config.acks import AckStore
+from cockpit.services.custody.verify import VerifyReport
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.box import BoxScreen
-from cockpit.ui.custody import without_locked
+from cockpit.ui.custody import VerifyScreen, without_locked
 from cockpit.ui.events import EventsScreen
 from cockpit.ui.fleet import FleetScreen, directed_key, sort_key
 from tests.replay import NOW, replay_events, replay_sweep, source_of
-from tests.test_ui_app import composed, settle, until_ui
+from tests.test_ui_app import composed, settle, texts, until_ui
 
 SIZE = (120, 40)
 
@@ -255,3 +257,30 @@ def test_locked_is_said_once() -> None:
     assert without_locked("locked: locked: not verified yet") == "not verified yet"
     assert without_locked("locked: needs N/N (1/2 loaded (1 excluded): not N/N)") == (
         "needs N/N (1/2 loaded (1 excluded): not N/N)")
+
+
+async def test_verify_screen_agrees_with_the_gate_after_an_exclusion(tmp_path: Path) -> None:
+    """The verify screen said `1/3 loaded` (the pull's stage line) while the gate said
+    `1/2 loaded (1 excluded)`: after an exclusion both read the same and N is explained."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        custody = app.custody_of("r1")
+        found = Verification("r1", "d" * 64, (
+            CellVerdict("seg_baseline", CellStatus.OK, bytes=10, metric="val_miou=0.8"),
+            CellVerdict("seg_small", CellStatus.FAILED_ON_BOX, ("exit=1",), ended=True),
+            CellVerdict("seg_big", CellStatus.UNPROVEN, ("no FINISHED mark",))), 10, NOW)
+        custody.report = VerifyReport("r1", ("seg_baseline", "seg_small", "seg_big"),
+                                      verification=found.excluding("seg_small", "excluded by the user"))
+        custody.stage = found.summary  # what the pull left: `1/3 loaded`
+        custody.gate.verified(custody.report.verification)  # type: ignore[arg-type]
+        custody.changed()
+        app.push_screen(VerifyScreen("r1"))
+        await until_ui(pilot, lambda: composed(app, VerifyScreen, "#verify-foot"), "verify")
+        await pilot.pause(0.6)
+        screen = app.screen
+        head = texts([screen.query_one("#verify-head")])
+        foot = texts([screen.query_one("#verify-foot")])
+        assert "1/3" not in head + foot, head + foot
+        assert "1/2 loaded (1 excluded)" in head and "1/2 loaded (1 excluded)" in foot
+        assert "N = 3 cells minus the 1 you excluded" in " ".join(foot.split())
