@@ -77,6 +77,8 @@ class CockpitApp(App[int]):
         Binding("T", "next_theme", "Theme", show=False),
         Binding("exclamation_mark", "events", "Events", show=False,
                 tooltip="Events: what happened, newest first"),
+        Binding("A", "requests", "Agent requests", show=False,
+                tooltip="Teardown requests from agents (cockpit mcp); decided on the teardown screen"),
     ]
 
     def __init__(
@@ -174,6 +176,9 @@ class CockpitApp(App[int]):
         if any(t.profile.detach.primitive == "sbatch" for t in self.trackers.values()):
             self.set_interval(SLURM_POLL_S, self.poll_slurm)
         self.call_after_refresh(self._first_frame)
+        from cockpit.ui.requests import watch_requests
+
+        watch_requests(self)  # toast agents' teardown requests as they arrive in the store
 
     def _first_frame(self) -> None:
         self.first_frame_at = time.perf_counter()
@@ -379,6 +384,13 @@ class CockpitApp(App[int]):
         if self.history_error:
             text += f" The store could not be read: {self.history_error}"
         return text
+
+    def action_requests(self) -> None:
+        """The teardown requests agents made through `cockpit mcp` (decided on the teardown
+        screen, never here)."""
+        from cockpit.ui.requests import RequestsScreen
+
+        self.push_screen(RequestsScreen())
 
     def action_events(self) -> None:
         """The fleet's events list (`!`)."""

@@ -251,7 +251,10 @@ class TeardownScreen(_CustodyScreen):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
-        Binding("a", "approve", "Approve selected (type the name)"),
+        # Short footer words (80 columns); `?` shows the tooltips.
+        Binding("a", "approve", "Approve", tooltip="Approve selected (type the name)"),
+        Binding("d", "refuse_request", "Refuse request",
+                tooltip="Refuse the agent's request for the selected action"),
     ]
 
     def __init__(self, instance: str) -> None:
@@ -294,6 +297,12 @@ class TeardownScreen(_CustodyScreen):
         for verdict in verification.excluded if verification else ():
             head.append(f"\nexcluded from N: {visible(verdict.cell)}: {visible(verdict.reason)}",
                         style=palette.warn)
+        from cockpit.ui.requests import pending_requests  # an agent's request: a note, not a key
+
+        for request in pending_requests(self.cockpit, self.instance):
+            head.append(f"\nrequest {request.line()} (verification then: "
+                        f"{visible(str(request.verification.get('gate', '?')))}) - approve the "
+                        f"action here as always, or d to refuse", style=f"bold {palette.warn}")
         self.query_one("#teardown-head", PlainStatic).update(head)
         table = self.query_one("#teardown-table", DataTable)
         for view in self.views:
@@ -383,7 +392,26 @@ class TeardownScreen(_CustodyScreen):
             except GateError as exc:
                 self.notify(str(exc), severity="error", timeout=5, markup=False)
                 return
+            from cockpit.services.agent.requests import RequestState
+            from cockpit.ui.requests import decide_requests
+
+            decide_requests(self.cockpit, self.instance, step.action.id, RequestState.APPROVED,
+                            f"approved on the teardown screen ({plan.basis.value}, name typed)")
             self.cockpit.start_teardown(self.instance, plan)
 
         self.cockpit.push_screen(ConfirmByTyping(
             f"Type {self.instance} to approve {view.action.label}", body, self.instance), approved)
+
+    def action_refuse_request(self) -> None:
+        """Refuse the pending agent requests for the highlighted action (runs nothing)."""
+        from cockpit.services.agent.requests import RequestState
+        from cockpit.ui.requests import decide_requests
+
+        view = self.selected()
+        if view is None:
+            return
+        refused = decide_requests(self.cockpit, self.instance, view.action.id,
+                                  RequestState.REFUSED, "refused on the teardown screen")
+        self.notify(f"refused request {', '.join(f'#{i}' for i in refused)}" if refused else
+                    f"no pending request for {view.action.label}", timeout=4, markup=False)
+        self.render_state()
