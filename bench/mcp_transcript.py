@@ -6,7 +6,7 @@
 Starts `cockpit demo --serve` in a temporary folder (its store and audit log there too),
 waits for v1's three cells to finish, plants a run log with terminal escapes on v1 (text a
 box may print), and then plays the agent: tools, status, the plan, verify, the hostile log
-slice, a teardown request, polling it. Nothing here approves: the request stays pending,
+slice, a teardown request, polling it, a hostile action id. Nothing here approves: the request stays pending,
 and the transcript ends by showing that no teardown command ran. Results longer than
 `SHOWN` characters are cut in the file (the cut is marked).
 """
@@ -29,6 +29,8 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from cockpit.demo.server import start_serving
+from cockpit.services.agent.requests import RequestBook
+from cockpit.services.store.db import db_file_name
 
 SHOWN = 1500
 """Characters of one result shown in the transcript."""
@@ -88,6 +90,7 @@ async def play(sweep: Path, env: dict[str, str], hostile: str) -> list[tuple[str
             return text
 
         await call("fleet_status")
+        await call("failures", instance="r1")
         await call("teardown_plan", instance="v1")
         await call("verify", instance="v1")
         await call("log_slice", instance="v1", cell=hostile, start=0, length=4096)
@@ -100,7 +103,8 @@ async def play(sweep: Path, env: dict[str, str], hostile: str) -> list[tuple[str
     return calls
 
 
-def render(calls: list[tuple[str, dict[str, Any], bool, str]], teardown_calls: str) -> str:
+def render(calls: list[tuple[str, dict[str, Any], bool, str]], teardown_calls: str,
+           audit: list[str]) -> str:
     """The transcript as Markdown."""
     out = ["# An agent session through `cockpit mcp` (generated)", "",
            "Written by `bench/mcp_transcript.py` against the demo fleet (`cockpit demo --serve`),",
@@ -115,7 +119,9 @@ def render(calls: list[tuple[str, dict[str, Any], bool, str]], teardown_calls: s
         out += ["", "```json" if not error else "```", shown, "```", ""]
     out += ["## After the session", "",
             "Teardown commands run on the demo boxes (`teardown-calls.log`): "
-            + (f"\n\n```\n{teardown_calls}```" if teardown_calls else "none."), ""]
+            + (f"\n\n```\n{teardown_calls}```" if teardown_calls else "none."), "",
+            "The store's audit of the session (`tool_calls`, oldest first: client, tool, ok, "
+            "arguments):", "", "```", *audit, "```", ""]
     return "\n".join(out)
 
 
@@ -136,10 +142,13 @@ def main() -> int:
             calls = asyncio.run(play(root / "sweep.yaml", env, hostile))
             log = root / "teardown-calls.log"
             teardown_calls = log.read_text() if log.exists() else ""
+            with RequestBook(Path(tmp) / "data" / db_file_name("demo-fleet")) as book:
+                audit = [f"{c.who} | {c.tool} | {'ok' if c.ok else 'refused'} | {c.arguments}"
+                         for c in reversed(book.calls())]
         finally:
             demo.send_signal(signal.SIGTERM)
             demo.wait(30)
-    args.out.write_text(render(calls, teardown_calls))
+    args.out.write_text(render(calls, teardown_calls, audit))
     print(f"wrote {args.out} ({len(calls)} calls)")
     return 0
 
