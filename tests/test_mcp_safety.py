@@ -5,12 +5,16 @@ function, not transitively — reads no environment variable, and calls no decis
 from __future__ import annotations
 
 import ast
+import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from pytest_httpserver import HTTPServer
 
+from cockpit.models.sweep import AlertSettings
 from cockpit.services.agent.requests import RequestBook, RequestState
 from cockpit.services.agent.tools import AgentTools, ToolRefused
 from cockpit.services.config.sweepfile import load_sweep
@@ -125,3 +129,23 @@ async def test_a_request_is_pending_whatever_it_says_and_only_decide_moves_it(to
         book.decide(rid, RequestState.PENDING, "x")
     book.audit_call("t", {"api_key": "sk-SECRET", "token": "t0k", "instance": "v1"}, "a", True, "s")
     assert "sk-SECRET" not in book.calls()[0].arguments and "t0k" not in book.calls()[0].arguments
+
+
+async def test_a_request_goes_out_on_the_sweeps_channels(demo: Path, tmp_path: Path,
+                                                          httpserver: HTTPServer) -> None:
+    """A real local HTTP server as the sweep's webhook: it receives the request (the reason
+    with its escape made visible) and the delivery is reported to the agent."""
+    httpserver.expect_request("/hook", method="POST").respond_with_data("ok")
+    loaded = load_sweep(demo / "sweep.yaml")
+    alerts = AlertSettings(desktop=False, webhook=httpserver.url_for("/hook"))
+    loaded = dataclasses.replace(loaded, sweep=loaded.sweep.model_copy(update={"alerts": alerts}))
+    with RequestBook(tmp_path / "store.db") as book:
+        made = await AgentTools(loaded, book).request_teardown(
+            "r1", "stop", "idle since 02:00 \x1b[31mred", "agent-x 2")
+    assert made["channels"] == [{"channel": made["channels"][0]["channel"], "ok": True, "error": None}]
+    (request, _), = httpserver.log
+    body = json.loads(request.get_data())
+    assert body["kind"] == "teardown-request" and body["instance"] == "r1"
+    assert f"request #{made['request']['id']}" in body["text"] and "agent-x 2" in body["text"]
+    assert "\x1b" not in body["text"] and "␛[31mred" in body["text"]
+    assert "teardown screen" in body["detail"]
