@@ -57,7 +57,7 @@ def fleet(app: CockpitApp) -> FleetScreen:
 
 
 def order(app: CockpitApp) -> list[str]:
-    return [str(key.value) for key in fleet(app).table().rows]
+    return [str(row.key.value) for row in fleet(app).table().ordered_rows]
 
 
 def test_sort_keys_read_numbers_durations_and_put_blanks_last() -> None:
@@ -284,3 +284,19 @@ async def test_verify_screen_agrees_with_the_gate_after_an_exclusion(tmp_path: P
         assert "1/3" not in head + foot, head + foot
         assert "1/2 loaded (1 excluded)" in head and "1/2 loaded (1 excluded)" in foot
         assert "N = 3 cells minus the 1 you excluded" in " ".join(foot.split())
+
+
+async def test_a_live_change_resorts_and_the_cursor_stays_on_its_box(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = fleet(app)
+        screen.sort_by("disk")  # a1 75%, r1 95%
+        table = screen.table()
+        await pilot.press("j")
+        assert order(app) == ["a1", "r1", "v1"] and screen.selected() == "r1"
+        # a1's disk fills past r1's (as a record would say): the rows swap, r1 stays selected.
+        if screen._update("a1", {"disk": Text("99%")}):
+            screen._resort()
+        assert order(app) == ["r1", "a1", "v1"]
+        assert screen.selected() == "r1" and table.cursor_row == 0

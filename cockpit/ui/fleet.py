@@ -336,7 +336,10 @@ class FleetScreen(CockpitScreen):
         table = self.table()
         if column is None or column not in self.shown_columns:
             return
+        selected = self.selected()
         table.sort(column, key=lambda cell: directed_key(cell, self.sort_reverse))
+        if selected is not None:  # the cursor stays on its box, not on its row number
+            table.move_cursor(row=table.get_row_index(selected), animate=False)
 
     # -- live updates ----------------------------------------------------------------------
     def refresh_hosts(self, names: Iterable[str]) -> None:
@@ -484,7 +487,7 @@ class FleetScreen(CockpitScreen):
     def action_next_failed(self) -> None:
         """The cursor to the next box (after the cursor, wrapping) with a failed cell."""
         table = self.table()
-        names = [str(k.value) for k in table.rows]
+        names = [str(row.key.value) for row in table.ordered_rows]
         if not names:
             return
         start = table.cursor_row
