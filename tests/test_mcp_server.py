@@ -81,6 +81,10 @@ async def test_an_agent_reads_verifies_and_can_only_ask_for_a_teardown(demo: Pat
         subprocess.run, [sys.executable, "-m", "cockpit", "teardown", str(sweep), "--instance",
                          "v1", "--dry-run", "--json"], capture_output=True, text=True, check=True)).stdout
 
+    cli_bill = (await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "cockpit", "billing", str(sweep), "--offline",
+                         "--json"], capture_output=True, text=True, check=True)).stdout
+
     async with mcp_session(sweep) as session:
         listed = {t.name for t in (await session.list_tools()).tools}
         assert listed == TOOLS
@@ -89,6 +93,16 @@ async def test_an_agent_reads_verifies_and_can_only_ask_for_a_teardown(demo: Pat
         assert all(i["reachable"] for i in status["instances"])
         v1 = next(i for i in status["instances"] if i["name"] == "v1")
         assert v1["queue_view"]["progress"] == "3/3"
+
+        detail = await ok(session, "box_detail", instance="r1")
+        assert detail["name"] == "r1" and detail["queue_view"]["cells"][1]["name"] == "seg_big"
+        assert isinstance(detail["judgements"], list) and isinstance(detail["events"], list)
+        failed = await ok(session, "failures", instance="r1")
+        assert failed["failed_cells"] == ["seg_big"] and failed["files"][0]["cause"] == "U6"
+        bill = await ok(session, "billing", offline=True)
+        assert bill["rows"] == json.loads(cli_bill)["rows"]  # the CLI's document
+        error, why = await call(session, "launch", instance="a1")  # a1's long queue runs
+        assert error and "refused" in why and "never launched twice" in why, why
 
         error, plan_text = await call(session, "teardown_plan", instance="v1")
         assert not error and json.loads(plan_text) == json.loads(cli_plan)  # the CLI's JSON
@@ -132,9 +146,11 @@ async def test_an_agent_reads_verifies_and_can_only_ask_for_a_teardown(demo: Pat
         stored = book.get(request["id"])
         assert stored is not None and stored.state is RequestState.PENDING
         tools = [c.tool for c in reversed(book.calls())]
-        assert tools == ["fleet_status", "teardown_plan", "log_slice", "log_slice", "verify",
-                         "request_teardown", "get_request"]
-        assert all(c.ok and c.who == "test-agent 0.1" for c in book.calls())
+        assert tools == ["fleet_status", "box_detail", "failures", "billing", "launch",
+                         "teardown_plan", "log_slice", "log_slice", "verify", "request_teardown",
+                         "get_request"]
+        assert all(c.who == "test-agent 0.1" for c in book.calls())
+        assert [c.tool for c in book.calls() if not c.ok] == ["launch"]
 
 
 @pytest.mark.timeout(60)
