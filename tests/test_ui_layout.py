@@ -188,3 +188,27 @@ async def test_tab_cycles_the_box_panels(tmp_path: Path) -> None:
         await pilot.press("shift+tab")
         assert panel() == "#disk-panel"
         assert isinstance(app.focused, DataTable) is False
+
+
+@pytest.mark.parametrize("width", [80, 120])
+async def test_every_screen_footer_fits(tmp_path: Path, width: int) -> None:
+    """The footer of each screen, at 80 and 120 columns, ends inside the screen."""
+    from cockpit.ui.billing import BillingScreen
+    from cockpit.ui.events import EventsScreen
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(width, 24 if width == 80 else 40)) as pilot:
+        await settle(app, pilot)
+        footer_fits(app)
+        for screen, selector in ((VerifyScreen("r1"), "#verify-table"),
+                                 (TeardownScreen("r1"), "#teardown-table"),
+                                 (EventsScreen(), "#events-table"),
+                                 (BillingScreen(), "#billing-table"),
+                                 (BoxScreen("a1"), "#queue-table")):
+            app.push_screen(screen)
+            await until_ui(pilot, lambda s=screen, q=selector: composed(app, type(s), q),
+                           f"{type(screen).__name__}")
+            await pilot.pause(0.2)
+            footer_fits(app)
+            app.pop_screen()
+            await pilot.pause(0.1)

@@ -118,7 +118,7 @@ class VerifyScreen(_CustodyScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
         Binding("p", "verify", "Pull & verify"),
-        Binding("x", "exclude", "Exclude unfinished cell"),
+        Binding("x", "exclude", "Exclude", tooltip="Exclude unfinished cell"),
         Binding("t", "teardown", "Teardown"),
     ]
 
