@@ -101,8 +101,9 @@ async def test_an_agent_reads_verifies_and_can_only_ask_for_a_teardown(demo: Pat
         assert failed["failed_cells"] == ["seg_big"] and failed["files"][0]["cause"] == "U6"
         bill = await ok(session, "billing", offline=True)
         assert bill["rows"] == json.loads(cli_bill)["rows"]  # the CLI's document
-        error, why = await call(session, "launch", instance="a1")  # a1's long queue runs
-        assert error and "refused" in why and "never launched twice" in why, why
+        # Refused either way (a1's queue runs, or no such cell): never a mutation of the box.
+        error, why = await call(session, "rerun", instance="a1", cells=["no_such_cell"])
+        assert error and "refused" in why, why
 
         error, plan_text = await call(session, "teardown_plan", instance="v1")
         assert not error and json.loads(plan_text) == json.loads(cli_plan)  # the CLI's JSON
@@ -146,11 +147,11 @@ async def test_an_agent_reads_verifies_and_can_only_ask_for_a_teardown(demo: Pat
         stored = book.get(request["id"])
         assert stored is not None and stored.state is RequestState.PENDING
         tools = [c.tool for c in reversed(book.calls())]
-        assert tools == ["fleet_status", "box_detail", "failures", "billing", "launch",
+        assert tools == ["fleet_status", "box_detail", "failures", "billing", "rerun",
                          "teardown_plan", "log_slice", "log_slice", "verify", "request_teardown",
                          "get_request"]
         assert all(c.who == "test-agent 0.1" for c in book.calls())
-        assert [c.tool for c in book.calls() if not c.ok] == ["launch"]
+        assert [c.tool for c in book.calls() if not c.ok] == ["rerun"]
 
 
 @pytest.mark.timeout(60)
