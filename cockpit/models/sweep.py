@@ -298,6 +298,59 @@ class AlertSettings(Strict):
     per channel. Each URL's scheme is checked against apprise's plugins when the sweep loads."""
 
 
+MAX_WORLD_SIZE = 4096
+"""Ranks one job may declare: the largest public training runs use a few thousand GPUs; a
+bigger number is a typo, and the job view keeps one row per rank."""
+LAUNCHERS = ("torchrun", "deepspeed", "accelerate", "horovod", "mpirun", "other")
+
+
+class JobMember(Strict):
+    """One box of a distributed job and the global ranks it runs (in local-rank order)."""
+
+    instance: Name
+    ranks: Annotated[tuple[Annotated[int, Field(ge=0, lt=MAX_WORLD_SIZE)], ...],
+                     Field(min_length=1, max_length=MAX_WORLD_SIZE)]
+
+
+class Job(Strict):
+    """A job group: instances that run ONE distributed training (torchrun, DeepSpeed,
+    accelerate over a rendezvous). The cockpit judges it as one job: one root cause across its
+    boxes, stalled-in-a-collective, one alert, and no member torn down before all are N/N."""
+
+    name: Name
+    launcher: Literal[LAUNCHERS] = "torchrun"  # type: ignore[valid-type]
+    world_size: Annotated[int, Field(ge=1, le=MAX_WORLD_SIZE)]
+    cell: Name | None = None
+    """The queue cell that is this job on every member (its log is `<run_logs>/<cell>.log`);
+    by default the job's name."""
+    stall_after: Duration = "5m"
+    """No rank progressed for this long while every member's process lives: stalled in a
+    collective. Well under the NCCL watchdog (1800 s by default, MN3), so the verdict comes
+    first."""
+    members: Annotated[tuple[JobMember, ...], Field(min_length=1, max_length=MAX_WORLD_SIZE)]
+
+    @model_validator(mode="after")
+    def _ranks(self) -> Job:
+        dupes = repeated([m.instance for m in self.members])
+        if dupes:
+            raise ValueError(f"job {self.name}: instance(s) listed twice: {', '.join(dupes)}")
+        ranks = [r for m in self.members for r in m.ranks]
+        twice = repeated([str(r) for r in ranks])
+        if twice:
+            raise ValueError(f"job {self.name}: rank(s) on more than one box: {', '.join(twice)}")
+        missing = sorted(set(range(self.world_size)) - set(ranks))
+        extra = sorted(r for r in ranks if r >= self.world_size)
+        if missing or extra:
+            raise ValueError(f"job {self.name}: ranks must be 0..{self.world_size - 1} exactly "
+                             f"(missing {missing[:8]}, beyond world_size {extra[:8]})")
+        return self
+
+    @property
+    def log_cell(self) -> str:
+        """The cell whose log is this job on each member."""
+        return self.cell or self.name
+
+
 class Sweep(Strict):
     """A whole sweep file."""
 
@@ -310,6 +363,30 @@ class Sweep(Strict):
     """Folders searched first for platform CLIs (vastai, runpodctl) when an approved teardown
     runs (relative to the sweep file)."""
     instances: tuple[Instance, ...]
+    jobs: tuple[Job, ...] = ()
+    """Job groups: boxes that run one distributed job together (see `Job`)."""
+
+    @model_validator(mode="after")
+    def _jobs(self) -> Sweep:
+        names = {inst.name for inst in self.instances}
+        seen: dict[str, str] = {}
+        for job in self.jobs:
+            for member in job.members:
+                if member.instance not in names:
+                    raise ValueError(f"job {job.name}: no instance called {member.instance}")
+                if member.instance in seen:
+                    raise ValueError(f"{member.instance} is in two jobs ({seen[member.instance]}, "
+                                     f"{job.name}): a box runs one job group at a time")
+                seen[member.instance] = job.name
+        dupes = repeated([job.name for job in self.jobs])
+        if dupes:
+            raise ValueError(f"duplicate job name(s): {', '.join(dupes)}")
+        return self
+
+    def job_of(self, instance: str) -> Job | None:
+        """The job group `instance` belongs to, if any."""
+        return next((j for j in self.jobs if any(m.instance == instance for m in j.members)),
+                    None)
 
     @field_validator("instances")
     @classmethod

@@ -1,0 +1,208 @@
+"""Job groups as one job (issue 21): ranks by box, the root cause across boxes, stalled in a
+collective, the job's one alert, the group gate and preflight. The crash logs are a real
+2-node gloo run recorded on this machine (tests/data/jobs: train_ddp.py under torchrun, one
+box per network namespace, rank 1 raising at step 10)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from cockpit.models.hostview import HostTracker
+from cockpit.models.jobs import STALL_RECORDS, JobState, JobTracker, judge_job
+from cockpit.models.snapshot import (
+    NA,
+    FileStat,
+    Gpu,
+    GpuReading,
+    GpuStatus,
+    HostSnapshot,
+    LogChunk,
+    Memory,
+    QueueFacts,
+)
+from cockpit.models.sweep import Sweep
+from cockpit.services.config.profiles import load_named
+from cockpit.services.config.rulebook import load_rulebook
+from cockpit.services.config.sweepfile import load_sweep
+from cockpit.services.config.yamlfile import ConfigError
+
+DATA = Path(__file__).parent / "data" / "jobs"
+RULES = load_rulebook(user=False)
+QUEUE = "cfg/ddp.yaml ddp 1\n"
+STARTED = "[2026-11-24 12:20:00] [1/1] STARTING ddp (ddp, 1ep)\n"
+
+
+def finished(code: int) -> str:
+    return f"[2026-11-24 12:20:09] [1/1] FINISHED ddp (exit={code})\n"
+
+
+def sweep_text(ranks: dict[str, list[int]], world: int, extra: str = "") -> str:
+    lines = ["sweep: mn", "instances:"]
+    for name in ranks:
+        lines += [f"  - name: {name}", "    profile: generic-ssh", f"    host: {name}.example",
+                  f"    queue: /w/{name}/queue.txt", f"    queue_log: /w/{name}/master.log",
+                  f"    run_logs: /w/{name}/logs"]
+    lines += ["jobs:", "  - name: ddp", f"    world_size: {world}", "    stall_after: 30s",
+              "    members:"]
+    lines += [f"      - {{instance: {name}, ranks: {r}}}" for name, r in ranks.items()]
+    return "\n".join(lines) + "\n" + extra
+
+
+def load(tmp_path: Path, text: str) -> Sweep:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text)
+    return load_sweep(path).sweep
+
+
+class Fleet:
+    """Trackers of a sweep's boxes and its one job, fed hand-made probe records."""
+
+    def __init__(self, sweep: Sweep) -> None:
+        profile = load_named("generic-ssh")
+        self.trackers = {i.name: HostTracker(i, profile, RULES) for i in sweep.instances}
+        self.job = JobTracker(sweep.jobs[0])
+        self.offsets: dict[str, int] = {}
+        self.seq = 0
+
+    def record(self, name: str, at: float, *, log: bytes = b"", marks: str | None = None,
+               alive: bool = True, mtime: float | None = None, util: float | None = None) -> None:
+        self.seq += 1
+        path = f"/w/{name}/logs/ddp.log"
+        offset = self.offsets.get(name, 0)
+        chunks = (LogChunk(path, 7, offset, log, reset=offset == 0),) if log else ()
+        self.offsets[name] = offset + len(log)
+        na = NA("not probed")
+        gpus = () if util is None else (Gpu(0, "NVIDIA H100", "GPU-0", util, 9000.0, 80000.0, 60.0,
+                                            300.0, 700.0, 1900.0, 1980.0),)
+        snap = HostSnapshot(
+            instance=name, observed_at=at, remote_time=at, seq=self.seq, hostname=name,
+            gpu=GpuReading(GpuStatus.OK if gpus else GpuStatus.ABSENT, gpus),
+            mounts=(), memory=Memory("none", na, na, na), tmux=(),
+            queue=QueueFacts((4242,) if alive else (),
+                             FileStat(f"/w/{name}/master.log", 100, at),
+                             (FileStat(path, self.offsets[name], mtime if mtime is not None else at),),
+                             None, queue_text=QUEUE if self.seq <= 2 else None,
+                             queue_marks=marks),
+            log_chunks=chunks)
+        self.trackers[name].absorb(snap)
+        self.job.absorb(snap)
+
+    def view(self, now: float):  # type: ignore[no-untyped-def]
+        return judge_job(self.job, self.trackers, now)
+
+
+def test_the_crashed_rank_is_the_cause_and_the_peer_loss_its_symptom(tmp_path: Path) -> None:
+    crash = (DATA / "gloo_crash_rank1.log").read_bytes()
+    peer = (DATA / "gloo_peer_closed_rank0.log").read_bytes()
+    for order in (("a", "b"), ("b", "a")):  # whichever box's record arrives first
+        fleet = Fleet(load(tmp_path, sweep_text({"a": [0], "b": [1]}, 2)))
+        fleet.record("a", 100.0, marks=STARTED)
+        fleet.record("b", 100.0, marks=STARTED)
+        logs = {"a": peer, "b": crash}
+        for name in order:
+            fleet.record(name, 110.0, log=logs[name], marks=finished(1), alive=False)
+        view = fleet.view(111.0)
+        assert view.state is JobState.FAILED
+        assert view.cause is not None and view.cause.instance == "b" and view.cause.ranks == (1,)
+        assert "ValueError: bad batch at step 10" in view.cause.message
+        assert [s.instance for s in view.symptoms] == ["a"]
+        assert "Connection closed by peer" in view.symptoms[0].text
+        assert view.text.startswith("failed: rank 1 on b")
+        roles = {m.instance: m.role for m in view.members}
+        assert roles == {"a": "symptom", "b": "cause"}
+        # Both ranks' progress was read from their own box's log, 10 steps each.
+        assert [(r.rank, r.instance, r.step, r.steps) for r in view.ranks] == [
+            (0, "a", 10, 40), (1, "b", 10, 40)]
+        assert fleet.job.ranks[1].exit_code == 1 and fleet.job.ranks[1].failed_clock
+
+
+def progress(rank: int, step: int, tag: str = "") -> bytes:
+    return f"{tag}rank {rank} step {step}/40 loss 0.1\n".encode()
+
+
+def test_stalled_in_a_collective_needs_quiet_from_every_box_over_several_records(
+        tmp_path: Path) -> None:
+    fleet = Fleet(load(tmp_path, sweep_text({"a": [0], "b": [1]}, 2)))
+    for name, rank in (("a", 0), ("b", 1)):
+        fleet.record(name, 100.0, marks=STARTED, log=progress(rank, 5), util=99.0)
+    assert fleet.view(100.0).state is JobState.RUNNING
+    # Quiet, but only two records from each box: a slow step, not yet evidence.
+    for at in (140.0, 141.0):
+        for name in ("a", "b"):
+            fleet.record(name, at, mtime=100.0, util=99.0)
+    assert fleet.view(141.0).state is JobState.RUNNING
+    for at in range(142, 142 + STALL_RECORDS):
+        for name in ("a", "b"):
+            fleet.record(name, float(at), mtime=100.0, util=99.0)
+    view = fleet.view(145.0)
+    assert view.state is JobState.STALLED, view.text
+    assert view.text.startswith("stalled 45s in a collective")
+    assert "D19" in view.detail and "step 5" in view.detail  # GPUs busy, nothing progresses
+    assert view.cause is None and not view.symptoms
+    # One rank moving again ends the stall.
+    fleet.record("a", 146.0, log=progress(0, 6))
+    assert fleet.view(146.0).state is JobState.RUNNING
+
+
+def test_a_dead_process_is_not_a_stall(tmp_path: Path) -> None:
+    fleet = Fleet(load(tmp_path, sweep_text({"a": [0], "b": [1]}, 2)))
+    for name, rank in (("a", 0), ("b", 1)):
+        fleet.record(name, 100.0, marks=STARTED, log=progress(rank, 5))
+    for at in range(140, 146):
+        fleet.record("a", float(at))
+        fleet.record("b", float(at), alive=False)
+    view = fleet.view(146.0)
+    assert view.state is not JobState.STALLED
+
+
+def test_a_rank_killed_without_a_word_is_the_cause_and_the_peer_waits(tmp_path: Path) -> None:
+    fleet = Fleet(load(tmp_path, sweep_text({"a": [0], "b": [1]}, 2)))
+    for name, rank in (("a", 0), ("b", 1)):
+        fleet.record(name, 100.0, marks=STARTED, log=progress(rank, 5))
+    fleet.record("b", 101.0, marks=finished(137), alive=False)  # SIGKILL: no traceback
+    fleet.record("a", 101.0)
+    view = fleet.view(102.0)
+    assert view.state is JobState.FAILED
+    assert view.cause is not None and view.cause.instance == "b"
+    assert [s.instance for s in view.symptoms] == ["a"]
+
+
+def test_rank_tags_map_to_global_ranks_on_a_box_with_several(tmp_path: Path) -> None:
+    fleet = Fleet(load(tmp_path, sweep_text({"a": [0, 1], "b": [2, 3]}, 4)))
+    fleet.record("b", 100.0, marks=STARTED,
+                 log=progress(2, 7, "[default0]:") + progress(3, 9, "[rank3]:") + b"[rank1]: x 1/2\n")
+    fleet.record("a", 100.0, marks=STARTED, log=b"step 4/40\n")  # untagged: every rank of a
+    steps = {r.rank: r.step for r in fleet.view(100.0).ranks}
+    assert steps == {0: 4, 1: 4, 2: 7, 3: 9}  # [rank1] printed on b is not b's rank: ignored
+
+
+def test_a_stale_member_makes_the_job_unknown_not_failed(tmp_path: Path) -> None:
+    import dataclasses
+
+    from cockpit.models.snapshot import Reachability
+
+    fleet = Fleet(load(tmp_path, sweep_text({"a": [0], "b": [1]}, 2)))
+    for name, rank in (("a", 0), ("b", 1)):
+        fleet.record(name, 100.0, marks=STARTED, log=progress(rank, 5))
+    tracker = fleet.trackers["b"]
+    tracker.absorb_state(dataclasses.replace(tracker.state, reachability=Reachability.STALE))
+    view = fleet.view(500.0)
+    assert view.state is JobState.UNKNOWN and "b" in view.text
+
+
+@pytest.mark.parametrize(("ranks", "world", "error"), [
+    ({"a": [0], "b": [0]}, 2, "rank(s) on more than one box: 0"),
+    ({"a": [0], "b": [2]}, 2, "missing [1]"),
+    ({"a": [0], "zz": [1]}, 2, None),
+])
+def test_the_jobs_block_is_validated(tmp_path: Path, ranks: dict[str, list[int]], world: int,
+                                     error: str | None) -> None:
+    text = sweep_text(ranks, world)
+    if error is None:  # a member that is no instance
+        text = text.replace("{instance: zz", "{instance: nosuch")
+        error = "no instance called nosuch"
+    with pytest.raises(ConfigError, match=re.escape(error)):
+        load(tmp_path, text)
