@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cockpit.models.events import SnapshotTaken
 from cockpit.models.hostview import HostTracker
 from cockpit.models.jobs import STALL_RECORDS, JobState, JobTracker, judge_job
 from cockpit.models.snapshot import (
@@ -28,6 +29,7 @@ from cockpit.services.config.profiles import load_named
 from cockpit.services.config.rulebook import load_rulebook
 from cockpit.services.config.sweepfile import load_sweep
 from cockpit.services.config.yamlfile import ConfigError
+from cockpit.services.watch.monitor import Monitor
 
 DATA = Path(__file__).parent / "data" / "jobs"
 RULES = load_rulebook(user=False)
@@ -60,10 +62,14 @@ def load(tmp_path: Path, text: str) -> Sweep:
 class Fleet:
     """Trackers of a sweep's boxes and its one job, fed hand-made probe records."""
 
-    def __init__(self, sweep: Sweep) -> None:
+    def __init__(self, sweep: Sweep, monitor: Monitor | None = None) -> None:
         profile = load_named("generic-ssh")
-        self.trackers = {i.name: HostTracker(i, profile, RULES) for i in sweep.instances}
-        self.job = JobTracker(sweep.jobs[0])
+        self.monitor = monitor
+        if monitor is not None:
+            self.trackers, self.job = monitor.trackers, monitor.jobs[sweep.jobs[0].name]
+        else:
+            self.trackers = {i.name: HostTracker(i, profile, RULES) for i in sweep.instances}
+            self.job = JobTracker(sweep.jobs[0])
         self.offsets: dict[str, int] = {}
         self.seq = 0
 
@@ -87,6 +93,9 @@ class Fleet:
                              None, queue_text=QUEUE if self.seq <= 2 else None,
                              queue_marks=marks),
             log_chunks=chunks)
+        if self.monitor is not None:
+            assert self.monitor.absorb(SnapshotTaken(snap)) == name
+            return
         self.trackers[name].absorb(snap)
         self.job.absorb(snap)
 
@@ -206,3 +215,30 @@ def test_the_jobs_block_is_validated(tmp_path: Path, ranks: dict[str, list[int]]
         error = "no instance called nosuch"
     with pytest.raises(ConfigError, match=re.escape(error)):
         load(tmp_path, text)
+
+
+def test_the_monitor_raises_one_alert_for_the_job_naming_the_cause_and_its_box(
+        tmp_path: Path) -> None:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(sweep_text({"a": [0], "b": [1]}, 2))
+    loaded = load_sweep(path)
+    monitor = Monitor(loaded, RULES, clock=lambda: 0.0)
+    fleet = Fleet(loaded.sweep, monitor)
+    fleet.record("a", 100.0, marks=STARTED)
+    fleet.record("b", 100.0, marks=STARTED)
+    assert monitor.tick(100.0) == []
+    fleet.record("a", 110.0, log=(DATA / "gloo_peer_closed_rank0.log").read_bytes(),
+                 marks=finished(1), alive=False)
+    fleet.record("b", 110.0, log=(DATA / "gloo_crash_rank1.log").read_bytes(),
+                 marks=finished(1), alive=False)
+    # Each box alone would raise its own cell-failed alert; the job folds them into one.
+    from cockpit.models.alerts import material
+    assert {a.kind for t in monitor.trackers.values() for a in material(t, 111.0)} == {
+        "cell-failed", "queue-done"}
+    fresh = monitor.tick(111.0)
+    failed = [a for a in fresh if a.kind in ("cell-failed", "job-failed")]
+    assert [(a.kind, a.instance) for a in failed] == [("job-failed", "b")]
+    assert "rank 1 on b" in failed[0].text and "bad batch" in failed[0].detail
+    assert "a:" in failed[0].detail  # the symptom on the other box is named as such
+    assert monitor.job_views["ddp"].state is JobState.FAILED
+    assert [a for a in monitor.tick(112.0) if a.kind == "job-failed"] == []  # once per episode

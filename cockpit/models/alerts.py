@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cockpit.models.durations import format_duration
+from cockpit.models.jobs import JobState, JobView
 from cockpit.models.queue import CellState
 from cockpit.models.snapshot import Reachability
 from cockpit.models.text import visible
@@ -134,6 +135,34 @@ def money_alerts(platform: str, clocks: Iterable[MoneyClock]) -> list[Alert]:
                              "stopped-billing", clock.text,
                              "Destroy it once its data is verified elsewhere, or start it again."))
     return out
+
+
+JOB_ALERT_KINDS = ("job-failed", "job-stalled")
+"""Alerts about a job group as one job (`cockpit.models.jobs`): one for the job's failure,
+naming the cause and its box, and one when it is stalled in a collective."""
+
+
+def job_alerts(view: JobView) -> list[Alert]:
+    """The material conditions of one job group, keyed under `job:<name>` (update the latch
+    with `AlertLatch.update(f"job:{name}", ...)`). The alert's box is the cause's box."""
+    owner = f"job:{view.name}"
+    if view.state is JobState.FAILED:
+        cause = view.cause
+        where = cause.instance if cause is not None else view.instances[0]
+        return [Alert(("job", owner, "failed", cause.instance if cause else ""), where,
+                      "job-failed", f"{where}: job {view.name} {view.text}", view.detail)]
+    if view.state is JobState.STALLED:
+        return [Alert(("job", owner, "stalled"), view.instances[0], "job-stalled",
+                      f"{view.instances[0]}: job {view.name} {view.text}", view.detail)]
+    return []
+
+
+def fold_job_cells(alerts: Iterable[Alert], job_cell: str | None) -> list[Alert]:
+    """A member box's alerts without its own cell-failed alert for the job's cell: that
+    failure is the job's cause or one of its symptoms, reported once by `job_alerts`."""
+    return [a for a in alerts
+            if job_cell is None or not (a.kind == "cell-failed" and len(a.key) > 2
+                                        and a.key[2] == job_cell)]
 
 
 @dataclass

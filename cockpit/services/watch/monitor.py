@@ -20,11 +20,19 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from cockpit.models.alerts import Alert, AlertLatch, material, money_alerts
+from cockpit.models.alerts import (
+    Alert,
+    AlertLatch,
+    fold_job_cells,
+    job_alerts,
+    material,
+    money_alerts,
+)
 from cockpit.models.billing import PlatformTruth, SweepBill, billing_row, build_bill
 from cockpit.models.events import FleetEvent, HostStateChanged
 from cockpit.models.history import HistoryItem
 from cockpit.models.hostview import HostTracker
+from cockpit.models.jobs import JobTracker, JobView, judge_job
 from cockpit.models.rules import Rulebook
 from cockpit.models.text import visible
 from cockpit.services.alerts.notify import ChannelResult
@@ -82,6 +90,10 @@ class Monitor:
             inst.name: HostTracker(inst, loaded.profiles[inst.profile], rulebook)
             for inst in loaded.sweep.instances
         }
+        self.jobs: dict[str, JobTracker] = {job.name: JobTracker(job) for job in loaded.sweep.jobs}
+        """Job groups (the sweep's `jobs:`), fed the same records as their members' trackers."""
+        self.job_views: dict[str, JobView] = {}
+        """Each job group as judged on the last tick."""
         self.latch = AlertLatch()
         self.fired: deque[tuple[float, Alert]] = deque(maxlen=MAX_FIRED)
         """(when, alert) of every alert fired this session, oldest first."""
@@ -109,6 +121,9 @@ class Monitor:
             else:
                 name = event.snapshot.instance
                 self.trackers[name].absorb(event.snapshot)
+                for job in self.jobs.values():
+                    if name in job.local:
+                        job.absorb(event.snapshot)
             return name
         except Exception as exc:  # isolation: one event, never the fleet
             self.errors += 1
@@ -136,6 +151,11 @@ class Monitor:
                 self.trackers[inst.name] = kept
             else:
                 self.trackers[inst.name] = HostTracker(inst, profile, self.rulebook)
+        old_jobs = self.jobs
+        self.jobs = {job.name: old_jobs[job.name] if job.name in old_jobs and
+                     old_jobs[job.name].job == job else JobTracker(job)
+                     for job in loaded.sweep.jobs}
+        self.job_views = {k: v for k, v in self.job_views.items() if k in self.jobs}
 
     # -- judgement --------------------------------------------------------------------------
     def tick(self, now: float | None = None) -> list[Alert]:
@@ -145,14 +165,26 @@ class Monitor:
         fresh alert on. A box whose judgement fails is skipped this tick and counted."""
         now = self.clock() if now is None else now
         fresh: list[Alert] = []
+        sweep = self.loaded.sweep
         for name, tracker in self.trackers.items():
             try:
-                current = material(tracker, now)
+                job = sweep.job_of(name)
+                # A member's own failure of the job's cell is the job's cause or a symptom:
+                # reported once, by the job's alert below.
+                current = fold_job_cells(material(tracker, now), job.log_cell if job else None)
             except Exception as exc:  # isolation: one box's judgement, never the others
                 self.errors += 1
                 self.last_error = visible(f"{name}: {type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT])
                 continue
             fresh.extend(self.latch.update(name, current))
+        for job_name, job_tracker in self.jobs.items():
+            try:
+                view = self.job_views[job_name] = judge_job(job_tracker, self.trackers, now)
+                fresh.extend(self.latch.update(f"job:{job_name}", job_alerts(view)))
+            except Exception as exc:  # isolation: one job's judgement, never the boxes
+                self.errors += 1
+                self.last_error = visible(
+                    f"job {job_name}: {type(exc).__name__}: {exc}"[:MAX_ERROR_TEXT])
         try:
             fresh.extend(self._money(now))
         except Exception as exc:  # isolation: a surprise in the money model, never the boxes
