@@ -29,9 +29,13 @@ from cockpit.models.parse import parse_record
 from cockpit.models.snapshot import HostState, Reachability
 from cockpit.models.text import visible
 
-REBASE_S = 600.0
-"""How often the watcher asks each box for its marks again: a follower replays at most this
-long a stretch of records (~300 small records at the 2 s default) to catch up."""
+REBASE_S = 120.0
+"""How often the watcher asks each box for its marks again (one `tail -c` of the master log):
+a follower replays at most this long a stretch of records (~60 at the 2 s default), and the
+feed holds about that much per box. At 600 s, 200 boxes kept ~250 MB on disk."""
+WAL_LIMIT_BYTES = 16 * 1024 * 1024
+"""The write-ahead log is truncated back to this after each checkpoint (SQLite otherwise
+keeps it at its largest size, which a burst of big records sets)."""
 MAX_FEED_BYTES = 16 * 1024 * 1024
 """Record bytes kept per box between bases. A box whose records are huge (a log that floods
 its 256 KiB per-tick budget) would otherwise grow the feed by ~75 MB between two bases; past
@@ -80,6 +84,7 @@ class FeedWriter:
         # NORMAL: a power cut may lose the last records, never corrupt the file (WAL).
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA busy_timeout=2000")
+        self.conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
         self.conn.executescript(SCHEMA)
         self._sizes: dict[str, int] = {}
 
