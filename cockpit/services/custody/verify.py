@@ -87,6 +87,20 @@ def make_pool(workers: int | None = None, *, quiet: bool = False) -> ProcessPool
                                initializer=warm_worker, initargs=(quiet,))
 
 
+def start_workers(pool: Executor) -> None:
+    """Have every worker of `pool` start now (spawn and import torch), not at its first check.
+
+    A spawn-context ProcessPoolExecutor starts one worker per submitted call while none is
+    idle, up to its size: a single warm-up call started one worker, and the others were
+    spawned by the first checks, cold (spawn and torch import inside the verification). One no-op call
+    per worker starts them all; they warm up while the manifest is computed and the pull runs.
+    A pool already shut down fails later, visibly, at its first real check."""
+    count = int(getattr(pool, "_max_workers", 1))
+    with contextlib.suppress(RuntimeError):
+        for _ in range(count):
+            pool.submit(int)
+
+
 class VerifyError(Exception):
     """Verification could not even start (no queue file, a bad roster, no durable root)."""
 
@@ -480,8 +494,7 @@ async def run_verification(
         report.error = f"{instance.name}: the sweep names no durable_root to pull from"
         return report
     # Start the workers now: they import torch while the manifest and the pull run.
-    with contextlib.suppress(RuntimeError):  # a pool already shut down fails later, visibly
-        pool.submit(int)
+    start_workers(pool)
     from cockpit.services.custody.pull import ManifestError
     from cockpit.services.queue.launch import LaunchRefused
     from cockpit.services.transport.remote import OutputTooLarge

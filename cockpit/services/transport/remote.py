@@ -151,7 +151,14 @@ async def _collect(stdout: Any, stderr: Any, out: bytearray, err: bytearray) -> 
 class RemoteFile(Protocol):
     """An open remote file read at explicit offsets."""
 
+    read_size: int
+    """The most bytes one read should ask for (one SFTP request: the server's own limit)."""
+
+    def deadline(self, size: int) -> float: ...
+
     async def read(self, size: int, offset: int) -> bytes: ...
+
+    async def read_ahead(self, size: int, offset: int) -> bytes: ...
 
     async def close(self) -> None: ...
 
@@ -194,6 +201,8 @@ class TimedFile:
         self.handle = handle
         self.path = path
         self.timeout = timeout
+        # asyncssh's read_len: OpenSSH's max-read-length from its limits extension (else 16 KiB).
+        self.read_size = int(getattr(handle, "read_len", 0)) or LOCAL_READ
 
     async def read(self, size: int, offset: int) -> bytes:
         """`size` bytes at `offset` (fewer at the end of the file)."""
@@ -201,9 +210,49 @@ class TimedFile:
                                       read_deadline(size, self.timeout), f"read of {self.path}")
         return data
 
+    async def read_ahead(self, size: int, offset: int) -> bytes:
+        """`size` bytes at `offset` with no deadline of its own, for a reader that keeps many
+        reads in flight and times the oldest one (the pull: a request queued behind 32 MiB
+        on a slow link is late without anything being wrong)."""
+        data: bytes = await self.handle.read(size, offset)
+        return data
+
+    def deadline(self, size: int) -> float:
+        """Seconds the oldest read in flight may wait for `size` bytes before the box counts
+        as not answering."""
+        return read_deadline(size, self.timeout)
+
     async def close(self) -> None:
         """Close the remote handle (bounded too: a wedged server may not answer this either)."""
         await _answered(self.handle.close(), self.timeout, f"close of {self.path}")
+
+
+LOCAL_READ = 1 << 20
+"""Bytes one read asks for when the file gives no limit of its own (a local file)."""
+SFTP_WINDOW = 64 << 20
+"""Receive window of the cockpit's SFTP channel: the bytes sshd may send before the cockpit
+reads them. asyncssh's default (2 MiB) capped a pull at 2 MiB per round trip, 20 MB/s at
+100 ms RTT whatever the link (scp: 17 MB/s there, measured); the pull keeps PULL_IN_FLIGHT
+bytes asked per file and PARALLEL_FILES files at once (4 x 16 MiB), so the window is never
+what holds it back. It is credit, not a buffer: memory is used only by bytes that arrived
+and were not yet read, and the pull reads them as they come (each file at most its
+PULL_IN_FLIGHT asked)."""
+
+
+async def open_sftp(conn: Any) -> Any:
+    """An SFTP client on its own channel with an SFTP_WINDOW receive window.
+
+    asyncssh's `start_sftp_client` opens its channel with the connection's default window;
+    this is the same two steps (open the `sftp` subsystem, start the client on its streams)
+    with the window sized for bulk reads. (A larger packet size is not asked for: OpenSSH's
+    sshd sends 32 KiB packets whatever the client allows, measured.)"""
+    from asyncssh.sftp import MIN_SFTP_VERSION, start_sftp_client
+
+    writer, reader, _ = await conn.open_session(subsystem="sftp", encoding=None,
+                                                window=SFTP_WINDOW)
+    errors = getattr(conn, "_utf8_decode_errors", "strict")
+    return await start_sftp_client(conn, asyncio.get_running_loop(), errors, reader, writer,
+                                   "utf-8", "strict", MIN_SFTP_VERSION)
 
 
 class SshBox:
@@ -238,7 +287,7 @@ class SshBox:
     async def _client(self) -> Any:
         async with self._lock:
             if self._sftp is None:
-                self._sftp = await _answered(self.conn.start_sftp_client(), self.sftp_timeout,
+                self._sftp = await _answered(open_sftp(self.conn), self.sftp_timeout,
                                              "session start")
             return self._sftp
 
@@ -272,9 +321,16 @@ class SshBox:
 class _LocalFile:
     def __init__(self, path: str) -> None:
         self.fd = os.open(os.path.expanduser(path), os.O_RDONLY)
+        self.read_size = LOCAL_READ
 
     async def read(self, size: int, offset: int) -> bytes:
         return os.pread(self.fd, size, offset)
+
+    async def read_ahead(self, size: int, offset: int) -> bytes:
+        return os.pread(self.fd, size, offset)
+
+    def deadline(self, size: int) -> float:
+        return read_deadline(size)
 
     async def close(self) -> None:
         os.close(self.fd)
