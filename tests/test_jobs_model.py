@@ -173,6 +173,9 @@ def test_a_rank_killed_without_a_word_is_the_cause_and_the_peer_waits(tmp_path: 
         fleet.record(name, 100.0, marks=STARTED, log=progress(rank, 5))
     fleet.record("b", 101.0, marks=finished(137), alive=False)  # SIGKILL: no traceback
     fleet.record("a", 101.0)
+    # The exit code came before any log line could: one more record from b decides.
+    assert not fleet.view(101.5).settled
+    fleet.record("b", 102.0, alive=False)
     view = fleet.view(102.0)
     assert view.state is JobState.FAILED
     assert view.cause is not None and view.cause.instance == "b"
@@ -229,7 +232,11 @@ def test_the_monitor_raises_one_alert_for_the_job_naming_the_cause_and_its_box(
     assert monitor.tick(100.0) == []
     fleet.record("a", 110.0, log=(DATA / "gloo_peer_closed_rank0.log").read_bytes(),
                  marks=finished(1), alive=False)
-    fleet.record("b", 110.0, log=(DATA / "gloo_crash_rank1.log").read_bytes(),
+    # The peer's reaction arrived first: the job waits for the cause rather than alert now.
+    assert [a.kind for a in monitor.tick(110.5)] == ["queue-done"]
+    assert not monitor.job_views["ddp"].settled
+    assert monitor.job_views["ddp"].text == "failing: waiting for the cause"
+    fleet.record("b", 111.0, log=(DATA / "gloo_crash_rank1.log").read_bytes(),
                  marks=finished(1), alive=False)
     # Each box alone would raise its own cell-failed alert; the job folds them into one.
     from cockpit.models.alerts import material
@@ -242,3 +249,19 @@ def test_the_monitor_raises_one_alert_for_the_job_naming_the_cause_and_its_box(
     assert "a:" in failed[0].detail  # the symptom on the other box is named as such
     assert monitor.job_views["ddp"].state is JobState.FAILED
     assert [a for a in monitor.tick(112.0) if a.kind == "job-failed"] == []  # once per episode
+
+
+def test_only_symptoms_are_reported_once_the_wait_for_a_cause_is_over(tmp_path: Path) -> None:
+    from cockpit.models.alerts import job_alerts
+    from cockpit.models.jobs import SETTLE_S
+
+    fleet = Fleet(load(tmp_path, sweep_text({"a": [0], "b": [1]}, 2)))
+    for name in ("a", "b"):
+        fleet.record(name, 100.0, marks=STARTED)
+    fleet.record("a", 110.0, log=(DATA / "gloo_peer_closed_rank0.log").read_bytes(),
+                 marks=finished(1), alive=False)
+    fleet.record("b", 110.0)  # alive, says nothing
+    assert job_alerts(fleet.view(111.0)) == []
+    late = fleet.view(110.0 + SETTLE_S)
+    assert late.settled and late.text == "failed: only symptoms seen" and late.cause is None
+    assert [a.kind for a in job_alerts(late)] == ["job-failed"]

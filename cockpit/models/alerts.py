@@ -146,10 +146,11 @@ def job_alerts(view: JobView) -> list[Alert]:
     """The material conditions of one job group, keyed under `job:<name>` (update the latch
     with `AlertLatch.update(f"job:{name}", ...)`). The alert's box is the cause's box."""
     owner = f"job:{view.name}"
-    if view.state is JobState.FAILED:
+    if view.state is JobState.FAILED and view.settled:
+        # One alert per failure episode: the key does not hold the cause, which settles first.
         cause = view.cause
         where = cause.instance if cause is not None else view.instances[0]
-        return [Alert(("job", owner, "failed", cause.instance if cause else ""), where,
+        return [Alert(("job", owner, "failed"), where,
                       "job-failed", f"{where}: job {view.name} {view.text}", view.detail)]
     if view.state is JobState.STALLED:
         return [Alert(("job", owner, "stalled"), view.instances[0], "job-stalled",

@@ -48,6 +48,10 @@ MAX_LINE_SCAN = 4096
 bound as progress.MAX_SCAN: what a launcher prints fits; a longer line is a bar or noise)."""
 MAX_TEXT = 240
 """Characters of a box's error line kept in a view (the box's own screen has the whole log)."""
+SETTLE_S = 30.0
+"""How long a job whose ranks report only symptoms (a closed peer, a timeout) waits for the
+rank that failed first to say why, before it is reported without a cause: the crashed box's
+log usually arrives a record later than the peer's reaction."""
 BUSY_PCT = 90.0
 """GPU utilisation that, with no rank progressing, reads as NCCL kernels spinning (D19)."""
 
@@ -113,6 +117,8 @@ class _MemberLog:
     records_since_move: int = 0
     """Records from this box since any rank of the job last moved (stall evidence)."""
     first_at: float | None = None
+    records: int = 0
+    """Records absorbed from this box (to tell whether one came after an event was seen)."""
     summary_rank: int | None = None
     summary_clock: str = ""
     """The `time :` line of the failure summary being read (it comes before its `rank :`)."""
@@ -131,6 +137,9 @@ class JobTracker:
                 self.ranks[rank] = RankProgress(rank, member.instance)
         self._logs: dict[str, _MemberLog] = {m.instance: _MemberLog() for m in job.members}
         self.last_move: float | None = None
+        self.exit_seen: dict[tuple[str, str], int] = {}
+        """(box, event key) of an exit-code-only event -> the box's record count when a
+        judgement first saw it (see `judge_job`)."""
         """Local time any rank last moved (None: none has yet)."""
         self.version = 0
 
@@ -145,6 +154,7 @@ class JobTracker:
         if log is None:
             return
         self.version += 1
+        log.records += 1
         if log.first_at is None:
             log.first_at = snap.observed_at
         moved = False
@@ -256,6 +266,10 @@ class JobView:
     ranks: tuple[RankProgress, ...]
     members: tuple[MemberView, ...]
     quiet_s: float | None = None
+    settled: bool = True
+    """False while a failure is known only from symptoms and a member may still report its
+    cause (its queue has not marked the job finished and its process lives, for up to
+    `SETTLE_S`): the job's alert waits, so it names the cause."""
 
     @property
     def instances(self) -> tuple[str, ...]:
@@ -311,6 +325,7 @@ def judge_job(jt: JobTracker, trackers: Mapping[str, HostTracker], now: float) -
     members = [(m.instance, trackers.get(m.instance)) for m in job.members]
     own: dict[str, FailureEvent] = {}
     side: dict[str, FailureEvent] = {}
+    waiting: list[str] = []
     states: dict[str, CellState | None] = {}
     for name, tracker in members:
         if tracker is None:
@@ -318,6 +333,13 @@ def judge_job(jt: JobTracker, trackers: Mapping[str, HostTracker], now: float) -
             continue
         states[name] = _cell_state(tracker, cell)
         events = tracker.failures.for_cell(cell)
+        # An exit code with no log line yet is provisional: the FINISHED mark can arrive a
+        # record before the log's last lines. It waits for one more record from its box.
+        for event in [e for e in events if e.line_no is None]:
+            records = jt._logs[name].records
+            if jt.exit_seen.setdefault((name, event.key), records) == records:
+                events.remove(event)
+                waiting.append(name)
         causes = [e for e in events if not is_symptom(e)]
         peer = [e for e in events if is_symptom(e)]
         if causes:
@@ -325,10 +347,12 @@ def judge_job(jt: JobTracker, trackers: Mapping[str, HostTracker], now: float) -
         elif peer:
             side[name] = min(peer, key=_order)
 
-    def when(name: str) -> tuple[float, str]:
+    def when(name: str) -> tuple[bool, float, str]:
+        """Log evidence before a bare exit code, then the earliest seen, then the box's clock."""
         event = own.get(name) or side.get(name)
         clocks = [jt.ranks[r].failed_clock for r in jt.local[name] if jt.ranks[r].failed_clock]
-        return (event.first_at if event else now, min(clocks, default="~"))
+        return (event is None or event.line_no is None, event.first_at if event else now,
+                min(clocks, default="~"))
 
     cause: JobCause | None = None
     if own:
@@ -339,7 +363,8 @@ def judge_job(jt: JobTracker, trackers: Mapping[str, HostTracker], now: float) -
                          event.rule_id, event.klass)
     else:
         gone = [name for name, t in members if t is not None and t.alive is False
-                and states[name] not in (CellState.OK, None) and name not in side]
+                and states[name] not in (CellState.OK, None) and name not in side
+                and name not in waiting]
         if gone and (side or any(states[n] is CellState.FAILED for n in states)):
             first = gone[0]
             cause = JobCause(first, jt.local[first], "rank process gone without an error",
@@ -374,9 +399,9 @@ def judge_job(jt: JobTracker, trackers: Mapping[str, HostTracker], now: float) -
     ranks = tuple(jt.ranks[r] for r in sorted(jt.ranks))
     quiet = None if jt.last_move is None else max(0.0, now - jt.last_move)
 
-    def made(state: JobState, text: str, detail: str) -> JobView:
+    def made(state: JobState, text: str, detail: str, settled: bool = True) -> JobView:
         return JobView(job.name, job.launcher, job.world_size, state, text, detail, cause,
-                       tuple(symptoms), ranks, tuple(member_views), quiet)
+                       tuple(symptoms), ranks, tuple(member_views), quiet, settled)
 
     failed = cause is not None or bool(side) or any(s is CellState.FAILED for s in states.values())
     if failed:
@@ -387,12 +412,18 @@ def judge_job(jt: JobTracker, trackers: Mapping[str, HostTracker], now: float) -
             detail = (f"Cause: rank {where} on {cause.instance}: {cause.message}. "
                       f"{cause.remediation} Symptoms, not failures of their own (D20): "
                       f"{also or 'none seen'}.")
-        else:
-            text = "failed: only symptoms seen"
-            detail = ("Every failing rank reports a peer's loss or a timeout, and no box's log "
-                      "names its own error: read each member's log from its first error; a "
-                      "rank killed from outside leaves none (dmesg, U9).")
-        return made(JobState.FAILED, text, detail)
+            return made(JobState.FAILED, text, detail)
+        pending = [n for n, t in members if t is not None and t.alive is not False
+                   and states[n] not in (CellState.OK, CellState.FAILED)] + waiting
+        since = min((e.first_at for e in side.values()), default=now)
+        if pending and now - since < SETTLE_S:
+            return made(JobState.FAILED, "failing: waiting for the cause",
+                        f"A rank reports a lost peer or a timeout; {', '.join(pending)} may still "
+                        f"report the error that caused it.", settled=False)
+        return made(JobState.FAILED, "failed: only symptoms seen",
+                    "Every failing rank reports a peer's loss or a timeout, and no box's log "
+                    "names its own error: read each member's log from its first error; a rank "
+                    "killed from outside leaves none (dmesg, U9).")
     unreachable = [n for n, t in members
                    if t is None or t.state.reachability is not Reachability.CONNECTED]
     if unreachable:
