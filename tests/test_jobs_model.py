@@ -265,3 +265,26 @@ def test_only_symptoms_are_reported_once_the_wait_for_a_cause_is_over(tmp_path: 
     late = fleet.view(110.0 + SETTLE_S)
     assert late.settled and late.text == "failed: only symptoms seen" and late.cause is None
     assert [a.kind for a in job_alerts(late)] == ["job-failed"]
+
+
+def test_no_box_of_a_job_is_torn_down_before_every_member_is_n_of_n() -> None:
+    from cockpit.models.custody import CellStatus, CellVerdict, Verification
+    from cockpit.models.gate import Gate, GateError, link_group, render_step
+    from cockpit.models.profile import TeardownAction
+    from cockpit.models.sweep import Instance
+
+    destroy = TeardownAction(id="destroy", label="Destroy", stops_meter="yes", reversible=False,
+                             command="vastai destroy instance {instance_id}")
+    gates = {name: Gate(name) for name in ("a", "b")}
+    link_group("ddp", list(gates.values()))
+    for name in ("a", "b"):
+        ok = Verification(name, "d" * 64, (CellVerdict("ddp", CellStatus.OK),), 15, 0.0)
+        if name == "a":
+            gates[name].verified(ok)
+    step = render_step(Instance(name="a", profile="vastai", host="h", instance_id="1"), destroy)
+    allowed, why = gates["a"].can_approve(step)
+    assert not allowed and "job ddp" in why and "b not N/N" in why
+    with pytest.raises(GateError, match="b not N/N"):
+        gates["a"].approve(step, "a")
+    gates["b"].verified(Verification("b", "e" * 64, (CellVerdict("ddp", CellStatus.OK),), 15, 0.0))
+    assert gates["a"].can_approve(step) == (True, "")

@@ -196,6 +196,13 @@ def child_env(step: TeardownStep, environ: Mapping[str, str]) -> dict[str, str]:
     return dict(environ)
 
 
+def link_group(name: str, gates: list[Gate]) -> None:
+    """Make `gates` one job group's gates: each holds the others (see `Gate.group`)."""
+    shared = {gate.instance: gate for gate in gates}
+    for gate in gates:
+        gate.group, gate.group_name = shared, name
+
+
 _MINT = object()
 
 
@@ -235,6 +242,11 @@ class Gate:
     latest: Verification | None = None
     """The last verification whatever it found (its evidence of running cells counts)."""
     history: list[tuple[GateState, str]] = field(default_factory=list)
+    group: dict[str, Gate] | None = field(default=None, repr=False, compare=False)
+    """The gates of every box of this box's job group, self included, shared by all of them
+    (`link_group`): a distributed job's results are N/N only when every member's are, so no
+    member is torn down before that (issue 21)."""
+    group_name: str = ""
     _approved: ApprovedPlan | None = None
     _resume: tuple[GateState, str] = (GateState.LOCKED, "")
 
@@ -311,6 +323,13 @@ class Gate:
         if self.state is GateState.DONE:
             return False, "already torn down"
         need = step.need
+        if need is not Need.NAME and self.group:
+            short = [name for name, gate in self.group.items() if name != self.instance
+                     and gate.state not in (GateState.VERIFIED, GateState.DONE)]
+            if short:
+                return False, (f"locked: job {self.group_name} is one job; {', '.join(short)} "
+                               f"not N/N yet (no box of a job is torn down before all its "
+                               f"results are verified)")
         if need is Need.VERIFIED and self.state is not GateState.VERIFIED:
             return False, f"locked: needs N/N ({self.reason})"
         if need is Need.IDLE and self.state is not GateState.VERIFIED:

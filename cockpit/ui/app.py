@@ -26,7 +26,7 @@ from textual.worker import Worker, WorkerState
 from cockpit.models.alerts import Alert
 from cockpit.models.custody import FailureCause
 from cockpit.models.events import FleetEvent, HostStateChanged
-from cockpit.models.gate import ApprovedPlan, GateError
+from cockpit.models.gate import ApprovedPlan, GateError, link_group
 from cockpit.models.history import HistoryItem, merge
 from cockpit.models.rules import Rulebook
 from cockpit.models.snapshot import Reachability
@@ -527,6 +527,9 @@ class CockpitApp(App[int]):
                               pull_folder((base / sweep.pull_dir).resolve(), name),
                               tuple(base / p for p in sweep.cli_path), self.box_factory(name))
             self.custody[name] = custody
+            job = sweep.job_of(name)
+            if job is not None:  # a job's boxes are torn down only once all are N/N (issue 21)
+                link_group(job.name, [self.custody_of(m.instance).gate for m in job.members])
         return custody
 
     def box_factory(self, name: str, *, fresh: bool = False) -> Callable[[], Awaitable[tuple[Box, bool]]]:
