@@ -49,6 +49,8 @@ the read-ahead holds (plus one STORE_BATCH per file being stored)."""
 STORE_BATCH = 4 << 20
 """Bytes handed to the hashing-and-writing thread at once (one thread hop per batch, not per
 request)."""
+SETTLE_S = 2.0
+"""Seconds a failed file's reads still in flight may take to end before they are cancelled."""
 PARALLEL_FILES = 8
 """Files pulled at once. A file costs a few round trips besides its bytes (open, the first
 read, close, each one RTT): over a far link many small files move only if several overlap."""
@@ -343,10 +345,18 @@ async def _transfer(source: RemoteFile, out: Any, digest: Any, offset: int, entr
                 pending = asyncio.ensure_future(asyncio.to_thread(_store, out, digest, batch))
                 batch, batched = [], 0
     finally:
-        for *_, reply in ahead:
-            reply.cancel()
+        waiting = [reply for *_, reply in ahead]
+        if waiting:
+            # When the link is gone or the file ended early the replies settle at once; one
+            # cancelled in flight would orphan asyncssh's own request task, whose error then
+            # lands on stderr as "Task exception was never retrieved". A silent box gets
+            # SETTLE_S, then they are cancelled.
+            _, left = await asyncio.wait(waiting, timeout=SETTLE_S)
+            for reply in left:
+                reply.cancel()
+            await asyncio.gather(*waiting, return_exceptions=True)
+        for _ in waiting:
             budget.release()
-        await asyncio.gather(*(reply for *_, reply in ahead), return_exceptions=True)
         if pending is not None:
             await pending  # never leave a write running behind a closed file
     # Nothing past the manifest's size is read: a remote file that grew fails the hash.
