@@ -288,3 +288,12 @@ def test_no_box_of_a_job_is_torn_down_before_every_member_is_n_of_n() -> None:
         gates["a"].approve(step, "a")
     gates["b"].verified(Verification("b", "e" * 64, (CellVerdict("ddp", CellStatus.OK),), 15, 0.0))
     assert gates["a"].can_approve(step) == (True, "")
+
+
+async def test_the_job_view_shows_the_cause_its_box_and_the_symptom(tmp_path: Path) -> None:
+    from bench.job_view_screenshot import shoot
+
+    svg = (await shoot(tmp_path)).read_text()
+    for shown in ("failed: rank 1 on node-b", "ValueError: bad batch at step 10", "symptom",
+                  "Connection closed by peer", "step 10/40"):
+        assert shown.replace(" ", "&#160;") in svg or shown in svg, shown

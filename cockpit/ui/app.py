@@ -79,6 +79,8 @@ class CockpitApp(App[int]):
                 tooltip="Events: what happened, newest first"),
         Binding("A", "requests", "Agent requests", show=False,
                 tooltip="Teardown requests from agents (cockpit mcp); decided on the teardown screen"),
+        Binding("J", "jobs", "Job view", show=False,
+                tooltip="Job view: the selected box's distributed job (jobs: in the sweep) as one job"),
     ]
 
     def __init__(
@@ -512,6 +514,19 @@ class CockpitApp(App[int]):
         self.push_screen(HelpScreen(rows))
 
     # -- actions on boxes ------------------------------------------------------------------------
+    def action_jobs(self) -> None:
+        """Open the job view of the selected box's job group (else the sweep's first job)."""
+        from cockpit.ui.jobs import JobScreen
+
+        jobs = self.loaded.sweep.jobs
+        if not jobs:
+            self.notify("this sweep declares no job groups (`jobs:`)", severity="warning")
+            return
+        selected = getattr(self.screen, "selected", None)
+        name = selected() if callable(selected) else None
+        job = self.loaded.sweep.job_of(name) if isinstance(name, str) else None
+        self.push_screen(JobScreen((job or jobs[0]).name))
+
     def open_box(self, name: str) -> None:
         """Push the box screen of `name`."""
         self.push_screen(BoxScreen(name))
