@@ -88,7 +88,8 @@ def loaded_sweep(folder: Path) -> LoadedSweep:
 
 
 async def shoot(out: Path) -> Path:
-    """Open the job view on the replayed crash and save it as SVG; the path written."""
+    """Open the job view on the replayed crash and save it as SVG into the folder `out`
+    (which must exist); the path written."""
     import time
 
     from cockpit.ui.app import CockpitApp
@@ -108,7 +109,6 @@ async def shoot(out: Path) -> Path:
             await pilot.press("J")
             await pilot.pause(0.3)
             assert isinstance(app.screen, JobScreen)
-            out.mkdir(parents=True, exist_ok=True)
             path = out / "job-view-cockpit-dark.svg"
             app.save_screenshot(str(path))
     return path
@@ -116,6 +116,7 @@ async def shoot(out: Path) -> Path:
 
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("screenshots")
+    out.mkdir(parents=True, exist_ok=True)
     svg = asyncio.run(shoot(out))
     print(svg)
     if shutil.which("rsvg-convert"):
