@@ -297,3 +297,42 @@ async def test_the_job_view_shows_the_cause_its_box_and_the_symptom(tmp_path: Pa
     for shown in ("failed: rank 1 on node-b", "ValueError: bad batch at step 10", "symptom",
                   "Connection closed by peer", "step 10/40"):
         assert shown.replace(" ", "&#160;") in svg or shown in svg, shown
+
+
+def test_group_preflight_checks_gpus_driver_fabric_manager_interface_and_mtu() -> None:
+    import dataclasses
+
+    from cockpit.models.preflight import Level, PreflightFacts, group_report, parse_interfaces
+    from cockpit.models.snapshot import Gpu
+
+    ifaces = parse_interfaces((DATA / "ip_o_link_addr.txt").read_text())
+    eth0 = next(i for i in ifaces if i.name == "eth0")
+    assert eth0.mtu == 1400 and "192.0.2.2" in eth0.addrs and eth0.up
+    assert next(i for i in ifaces if i.name == "lo").addrs[0] == "127.0.0.1"
+
+    def snap(model: str, count: int) -> HostSnapshot:
+        na = NA("not probed")
+        gpus = tuple(Gpu(i, model, f"GPU-{i}", 0.0, 0.0, 80000.0, 40.0, 60.0, 700.0, 1980.0,
+                         1980.0) for i in range(count))
+        return HostSnapshot("x", 0.0, 0.0, 1, "x", GpuReading(GpuStatus.OK, gpus), (),
+                            Memory("none", na, na, na), (), QueueFacts((), None, (), None))
+
+    good = PreflightFacts("550.54", "12.4", (), nvswitch=True, fabric_manager="active",
+                          interfaces=ifaces)
+    report = group_report("ddp", {"a": (8, snap("NVIDIA H100", 8), good),
+                                  "b": (8, snap("NVIDIA H100", 8), good)})
+    assert report.level is Level.PASS, report.checks
+    assert {c.name for c in report.checks} >= {"gpu model", "driver", "mtu", "nccl interface (a)"}
+    jumbo = tuple(dataclasses.replace(i, mtu=9000) if i.name == "eth0" else i for i in ifaces)
+    bad = dataclasses.replace(good, cuda="11.8", fabric_manager="inactive", interfaces=jumbo)
+    report = group_report("ddp", {"a": (8, snap("NVIDIA H100", 8), good),
+                                  "b": (8, snap("NVIDIA A100", 4), bad)})
+    failed = {c.name: c.reason for c in report.checks if c.level is Level.FAIL}
+    assert set(failed) == {"gpus (b)", "gpu model", "cuda", "fabric manager (b)", "mtu"}
+    assert "MN1" in failed["fabric manager (b)"] and "MN4" in failed["mtu"]
+    assert "ping -M do -s 8972" in failed["mtu"]
+    # NCCL told to use an interface a box does not have: that box fails with the fix.
+    wrong = dataclasses.replace(good, nccl_ifname="ib0")
+    report = group_report("ddp", {"a": (8, None, good), "b": (8, None, wrong)})
+    assert [(c.name, c.level) for c in report.checks if c.level is not Level.PASS] == [
+        ("nccl interface (b)", Level.FAIL)]

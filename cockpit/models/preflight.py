@@ -40,6 +40,16 @@ class Check:
 
 
 @dataclass(frozen=True)
+class NetInterface:
+    """A network interface as `ip -o addr` shows it: what NCCL could bind (MN2, MN4)."""
+
+    name: str
+    mtu: int
+    addrs: tuple[str, ...] = ()
+    up: bool = True
+
+
+@dataclass(frozen=True)
 class PreflightFacts:
     """What preflight reads beyond a probe record."""
 
@@ -47,6 +57,14 @@ class PreflightFacts:
     cuda: str = ""
     xid_lines: tuple[str, ...] | None = None
     """Kernel Xid lines; None when the kernel log is not readable here."""
+    nvswitch: bool | None = None
+    """Whether the box has NVSwitches (`/dev/nvidia-nvswitch*`); None: not checked."""
+    fabric_manager: str | None = None
+    """`systemctl is-active nvidia-fabricmanager` (`active`, `inactive`, ...); None: not checked."""
+    interfaces: tuple[NetInterface, ...] | None = None
+    """The box's interfaces with their MTUs and addresses; None: not read."""
+    nccl_ifname: str | None = None
+    """NCCL_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME) the job's launcher sets; None: not set/known."""
 
 
 @dataclass
@@ -245,3 +263,132 @@ def _memory(report: PreflightReport, snap: HostSnapshot) -> None:
                                          f"num_workers against it (U9)")
     else:
         report.add("memory", Level.PASS, f"cgroup memory.max {format_bytes(memory.max_bytes)}")
+
+
+# -- job groups (issue 21) ---------------------------------------------------------------------
+MAX_INTERFACES = 64
+"""Interfaces read per box (`ip -o addr`): a GPU node has a handful (lo, eth, ib, docker0);
+a host with hundreds of veths is listing containers NCCL must not use anyway."""
+_VIRTUAL = ("lo", "docker", "veth", "virbr", "br-", "cni", "flannel", "cali", "tun", "tap")
+"""Interface name prefixes NCCL should not pick for inter-node traffic (MN2)."""
+
+
+def parse_interfaces(text: str) -> tuple[NetInterface, ...]:
+    """`ip -o addr show` and `ip -o link show` output (either or both) as interfaces: total,
+    bounded by MAX_INTERFACES; a line out of shape is skipped."""
+    found: dict[str, NetInterface] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 3 or not parts[0].rstrip(":").isdigit():
+            continue
+        name = parts[1].rstrip(":").split("@", 1)[0]
+        old = found.get(name)
+        if old is None and len(found) >= MAX_INTERFACES:
+            continue
+        mtu = old.mtu if old else 0
+        if "mtu" in parts[:-1]:
+            value = parts[parts.index("mtu") + 1]
+            mtu = int(value) if value.isdigit() and len(value) <= 6 else mtu
+        addrs = old.addrs if old else ()
+        if parts[2] in ("inet", "inet6") and len(addrs) < 16:
+            addrs = (*addrs, parts[3].split("/", 1)[0])
+        up = ("UP" in line.split(">", 1)[0]) if "<" in line else (old.up if old else True)
+        found[name] = NetInterface(name, mtu, addrs, up)
+    return tuple(found.values())
+
+
+def nccl_interface(facts: PreflightFacts) -> tuple[NetInterface | None, str]:
+    """The interface NCCL would use on this box, and why (or why it cannot be told)."""
+    if facts.interfaces is None:
+        return None, "interfaces not read"
+    if facts.nccl_ifname:
+        wanted = facts.nccl_ifname.lstrip("=")
+        if wanted.startswith("^"):
+            excluded = wanted[1:].split(",")
+            left = [i for i in facts.interfaces if i.up and i.addrs
+                    and not any(i.name.startswith(x) for x in excluded)]
+            return (left[0] if len(left) == 1 else None,
+                    f"NCCL_SOCKET_IFNAME={facts.nccl_ifname} leaves {len(left)} interface(s)")
+        match = [i for i in facts.interfaces if any(i.name.startswith(w) for w in wanted.split(","))]
+        return (match[0] if match else None,
+                f"NCCL_SOCKET_IFNAME={facts.nccl_ifname}" + ("" if match else " matches nothing"))
+    real = [i for i in facts.interfaces if i.up and any("." in a for a in i.addrs)
+            and not i.name.startswith(_VIRTUAL)]
+    if len(real) == 1:
+        return real[0], "the only non-virtual interface with an IPv4 address"
+    return None, (f"{len(real)} candidate interfaces ({', '.join(i.name for i in real[:6])})"
+                  if real else "no non-virtual interface with an IPv4 address")
+
+
+def group_report(name: str, members: dict[str, tuple[int, HostSnapshot | None, PreflightFacts]]
+                 ) -> PreflightReport:
+    """Checks across the boxes of one job group: `members` maps each box to (ranks it runs,
+    its probe record, its facts). Same GPU model and count, same driver and CUDA, fabric
+    manager where NVSwitch exists (MN1), the interface NCCL would use and its MTU (MN2, MN4);
+    each PASS / WARN / FAIL with the fix."""
+    report = PreflightReport(f"job {name}")
+    models: dict[str, str] = {}
+    for box, (ranks, snap, _facts) in members.items():
+        if snap is None or snap.gpu.status is not GpuStatus.OK:
+            continue
+        names = sorted({g.name for g in snap.gpu.gpus})
+        models[box] = " + ".join(names) or "none"
+        count = len(snap.gpu.gpus)
+        if count < ranks:
+            report.add(f"gpus ({box})", Level.FAIL, f"{count} GPU(s) for {ranks} rank(s): give "
+                                                    f"the box fewer ranks (--nproc-per-node) or rent more")
+        elif count > ranks:
+            report.add(f"gpus ({box})", Level.WARN, f"{count} GPUs, {ranks} rank(s): "
+                                                    f"{count - ranks} GPU(s) bill idle")
+    if len(set(models.values())) > 1:
+        shown = ", ".join(f"{b}: {m}" for b, m in models.items())
+        report.add("gpu model", Level.FAIL, f"different GPUs ({shown}): every rank runs at the "
+                                            f"slowest one's pace; rent the same model everywhere")
+    elif models:
+        report.add("gpu model", Level.PASS, f"{next(iter(models.values()))} on every box")
+    drivers = {b: f.driver for b, (_, _, f) in members.items() if f.driver}
+    cudas = {b: f.cuda for b, (_, _, f) in members.items() if f.cuda}
+    if len(set(cudas.values())) > 1 and len({c.split(".")[0] for c in cudas.values()}) > 1:
+        report.add("cuda", Level.FAIL, f"CUDA differs in major version ({_by_box(cudas)}): NCCL "
+                                       f"and the wheels' kernels must match; use one image on every box")
+    elif len(set(drivers.values())) > 1 or len(set(cudas.values())) > 1:
+        report.add("driver", Level.WARN, f"drivers/CUDA differ ({_by_box(drivers)}; "
+                                         f"{_by_box(cudas)}): prefer one image and driver on every box")
+    elif drivers:
+        report.add("driver", Level.PASS, f"driver {next(iter(drivers.values()))}, CUDA "
+                                         f"{next(iter(cudas.values()), '?')} on every box")
+    for box, (_, _, facts) in members.items():
+        if facts.nvswitch and facts.fabric_manager != "active":
+            report.add(f"fabric manager ({box})", Level.FAIL,
+                       f"NVSwitch present but nvidia-fabricmanager is "
+                       f"{facts.fabric_manager or 'not known to run'}: every rank hangs at NCCL "
+                       f"init (MN1). systemctl start nvidia-fabricmanager (its version must "
+                       f"match the driver)")
+        elif facts.nvswitch:
+            report.add(f"fabric manager ({box})", Level.PASS, "NVSwitch present, fabric manager active")
+    chosen: dict[str, NetInterface] = {}
+    for box, (_, _, facts) in members.items():
+        iface, why = nccl_interface(facts)
+        if facts.interfaces is None:
+            continue
+        if iface is None:
+            level = Level.FAIL if facts.nccl_ifname else Level.WARN
+            report.add(f"nccl interface ({box})", level,
+                       f"{why}: NCCL may bind docker0, lo or a slow NIC (MN2). Set "
+                       f"NCCL_SOCKET_IFNAME to the inter-node interface (or ^docker0,lo)")
+        else:
+            chosen[box] = iface
+            report.add(f"nccl interface ({box})", Level.PASS,
+                       f"{iface.name} ({', '.join(iface.addrs[:2])}), MTU {iface.mtu}: {why}")
+    if len({i.mtu for i in chosen.values()}) > 1:
+        shown = ", ".join(f"{b}: {i.name} {i.mtu}" for b, i in chosen.items())
+        report.add("mtu", Level.FAIL, f"MTUs differ ({shown}): small messages pass, large ones "
+                                      f"hang (MN4). Set one MTU on every box; test with "
+                                      f"ping -M do -s 8972 <peer>")
+    elif len(chosen) > 1:
+        report.add("mtu", Level.PASS, f"MTU {next(iter(chosen.values())).mtu} on every box")
+    return report
+
+
+def _by_box(values: dict[str, str]) -> str:
+    return ", ".join(f"{box} {value}" for box, value in values.items()) or "not reported"
