@@ -18,7 +18,13 @@ from cockpit.services.custody import pull as pull_mod
 from cockpit.services.custody.pull import PART_SUFFIX, local_path, part_path, pull, remote_manifest
 from cockpit.services.custody.verify import make_pool, start_workers
 from cockpit.services.transport import ssh
-from cockpit.services.transport.remote import SFTP_WINDOW, RemoteFile, SshBox
+from cockpit.services.transport.remote import (
+    SFTP_MAX_WINDOW,
+    SFTP_NEAR_WINDOW,
+    RemoteFile,
+    SshBox,
+    window_for,
+)
 from tests.sshd import Sshd
 from tests.test_pull_sshd import instance_for
 
@@ -197,18 +203,49 @@ async def test_a_box_that_stops_answering_is_timed_out_and_resumable(sshd: Sshd,
         await remote.close()
 
 
-async def test_the_sftp_channel_is_opened_with_the_large_window(sshd: Sshd, tmp_path: Path) -> None:
-    """asyncssh's default 2 MiB window would cap a pull at 2 MiB per round trip."""
+def window_of(remote: SshBox) -> int:
+    channel = remote._sftp._handler._reader.channel  # asyncssh internals, read only
+    return int(channel.get_recv_window())
+
+
+async def test_the_sftp_window_follows_the_round_trip(sshd: Sshd, tmp_path: Path) -> None:
+    """Near: the small window (a large one made loopback slower). Far (60 ms through the
+    bench's delaying proxy): one sized to the round trip, where asyncssh's default 2 MiB would
+    cap the pull at 2 MiB per round trip."""
+    from bench.linkproxy import start_proxy
+
     box = write_box(tmp_path, small=0)
-    _, target = instance_for(tmp_path, sshd, box)
-    remote = SshBox(await ssh.connect(target), owns=True)
+    (tmp_path / "near").mkdir()
+    _, near = instance_for(tmp_path / "near", sshd, box)
+    remote = SshBox(await ssh.connect(near), owns=True)
     try:
-        handle = await remote.open(str(box / "durable" / "cellA" / "weights.bin"))
-        await handle.close()
-        channel = remote._sftp._handler._reader.channel  # asyncssh internals, read only
-        assert channel.get_recv_window() == SFTP_WINDOW
+        await (await remote.open(str(box / "durable" / "cellA" / "weights.bin"))).close()
+        assert window_of(remote) == SFTP_NEAR_WINDOW
     finally:
         await remote.close()
+    proxy, port = start_proxy("127.0.0.1", sshd.port, 60)
+    real = sshd.port
+    try:
+        sshd.port = port  # client files naming the proxy (its known_hosts line too: strict)
+        (tmp_path / "far").mkdir()
+        _, far = instance_for(tmp_path / "far", sshd, box)
+        sshd.port = real
+        remote = SshBox(await ssh.connect(far), owns=True)
+        try:
+            await (await remote.open(str(box / "durable" / "cellA" / "weights.bin"))).close()
+            assert window_of(remote) >= 8 * SFTP_NEAR_WINDOW  # 60 ms x 671 MB/s: 40 MB
+        finally:
+            await remote.close()
+    finally:
+        sshd.port = real
+        proxy.kill()
+        proxy.wait()
+
+
+def test_window_for_is_bounded() -> None:
+    assert window_for(0.0002) == SFTP_NEAR_WINDOW
+    assert window_for(0.1) == SFTP_MAX_WINDOW == window_for(3.0)
+    assert SFTP_NEAR_WINDOW < window_for(0.02) < SFTP_MAX_WINDOW
 
 
 def test_start_workers_starts_every_worker_at_once() -> None:
