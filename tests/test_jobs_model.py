@@ -336,3 +336,35 @@ def test_group_preflight_checks_gpus_driver_fabric_manager_interface_and_mtu() -
     report = group_report("ddp", {"a": (8, None, good), "b": (8, None, wrong)})
     assert [(c.name, c.level) for c in report.checks if c.level is not Level.PASS] == [
         ("nccl interface (b)", Level.FAIL)]
+
+
+def test_discover_proposes_a_job_group_from_a_shared_rendezvous(tmp_path: Path) -> None:
+    from cockpit.services.queue.discover import FoundQueue, rendezvous, sweep_document
+
+    def torchrun(node: int) -> list[str]:  # the argv tests/test_jobs_netns.py's runner starts
+        return ["/work/.venv/bin/python", "/work/.venv/bin/torchrun", "--nnodes", "2",
+                "--node-rank", str(node), "--nproc-per-node", "4", "--master-addr", "10.232.41.1",
+                "--master-port", "29500", "train_ddp.py", "--lr", "0.1"]
+
+    seen = [rendezvous(torchrun(n)) for n in (0, 1)]
+    assert seen[0] is not None and seen[0].endpoint == "10.232.41.1:29500"
+    assert seen[1] is not None and seen[1].ranks == (4, 5, 6, 7)
+    assert rendezvous(["python", "train.py", "--master-addr", "x"]) is None  # no launcher
+    ds = rendezvous(["deepspeed", "--hostfile=/job/hostfile", "--num_gpus", "8", "train.py"])
+    assert ds is not None and (ds.launcher, ds.endpoint) == ("deepspeed", "hostfile /job/hostfile")
+    acc = rendezvous(["accelerate", "launch", "--config_file", "/c.yaml", "--machine_rank", "1",
+                      "t.py"])
+    assert acc is not None and acc.launcher == "accelerate" and acc.node_rank == 1
+
+    def found(node: int) -> FoundQueue:
+        return FoundQueue(f"/w/q{node}.txt", 1, f"/w/m{node}.log", "/w/logs", None, 100 + node,
+                          rendezvous=seen[node])
+
+    text = sweep_document("mn", [("node-a", "generic-ssh", [found(0)]),
+                                 ("node-b", "generic-ssh", [found(1)])])
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text)
+    sweep = load_sweep(path).sweep  # loadable as printed, with the job group
+    assert [(m.instance, m.ranks) for m in sweep.jobs[0].members] == [
+        ("node-a", (0, 1, 2, 3)), ("node-b", (4, 5, 6, 7))]
+    assert sweep.jobs[0].world_size == 8 and sweep.jobs[0].launcher == "torchrun"

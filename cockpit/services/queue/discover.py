@@ -196,6 +196,81 @@ class FoundQueue:
     missing: dict[str, str] = field(default_factory=dict)
     runner: dict[str, Any] | None = None
     """The sweep's `runner:` block (script, shell, cwd, output, env), or None (see missing)."""
+    rendezvous: Rendezvous | None = None
+    """A distributed launcher seen under the runner (torchrun, DeepSpeed, accelerate): boxes
+    whose launchers meet at the same endpoint are proposed as one job group (issue 21)."""
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """What a distributed launcher's argv says about the job it is part of."""
+
+    launcher: str
+    """`torchrun`, `deepspeed` or `accelerate`."""
+    endpoint: str
+    """Where the ranks meet (`--rdzv-endpoint`, `--master-addr[:port]`, a DeepSpeed hostfile,
+    an accelerate config): boxes with the same endpoint run one job."""
+    nnodes: int | None = None
+    node_rank: int | None = None
+    nproc: int | None = None
+
+    @property
+    def ranks(self) -> tuple[int, ...] | None:
+        """This box's global ranks (node_rank x nproc_per_node ...), when the argv says."""
+        if self.node_rank is None or self.nproc is None:
+            return None
+        return tuple(range(self.node_rank * self.nproc, (self.node_rank + 1) * self.nproc))
+
+
+_RDZV_FLAGS = {
+    "endpoint": ("--rdzv-endpoint", "--rdzv_endpoint"),
+    "addr": ("--master-addr", "--master_addr", "--main_process_ip"),
+    "port": ("--master-port", "--master_port", "--main_process_port"),
+    "nnodes": ("--nnodes", "--num_nodes", "--num_machines"),
+    "node_rank": ("--node-rank", "--node_rank", "--machine_rank"),
+    "nproc": ("--nproc-per-node", "--nproc_per_node", "--num_gpus"),
+    "hostfile": ("--hostfile",),
+    "config": ("--config_file", "--config-file"),
+}
+MAX_ARGV_SCAN = 256
+"""Arguments of one launcher's argv read for rendezvous flags (they come first; a training
+script's own arguments after them may be many)."""
+
+
+def rendezvous(argv: list[str]) -> Rendezvous | None:
+    """The rendezvous a launcher's argv names, or None when it is no distributed launcher or
+    names no endpoint. Total: a value out of shape is left out, never guessed."""
+    words = argv[:MAX_ARGV_SCAN]
+    names = [PurePosixPath(w).name for w in words[:3]]
+    if "torchrun" in names or "torch.distributed.run" in words[:3] or \
+            "torch.distributed.launch" in words[:3]:
+        launcher = "torchrun"
+    elif "deepspeed" in names:
+        launcher = "deepspeed"
+    elif "accelerate" in names and "launch" in words[:4]:
+        launcher = "accelerate"
+    else:
+        return None
+    found: dict[str, str] = {}
+    for index, word in enumerate(words):
+        flag, eq, value = word.partition("=")
+        for key, flags in _RDZV_FLAGS.items():
+            if flag in flags and key not in found:
+                value = value if eq else (words[index + 1] if index + 1 < len(words) else "")
+                if value and not _CONTROL.search(value) and len(value) <= 256:
+                    found[key] = value
+
+    def number(key: str) -> int | None:
+        text = found.get(key, "").split(":")[-1]  # torchrun's elastic `--nnodes 1:4`
+        return int(text) if _NUMBER.match(text) else None
+
+    endpoint = found.get("endpoint") or (
+        f"{found['addr']}:{found.get('port', '29500')}" if "addr" in found else
+        f"hostfile {found['hostfile']}" if "hostfile" in found else
+        f"config {found['config']}" if "config" in found else "")
+    if not endpoint:
+        return None
+    return Rendezvous(launcher, endpoint, number("nnodes"), number("node_rank"), number("nproc"))
 
 
 def _int(text: str) -> int | None:
@@ -453,13 +528,14 @@ def find_queues(procs: dict[int, Proc], panes: dict[int, str]) -> list[FoundQueu
                                        "cannot hold (letters, digits, _ . -; at most 64); rename "
                                        "it (tmux rename-session) and add it, or leave it out")
             session = None
+        seen = [r for p in sorted(tree - family) if (r := rendezvous(procs[p].argv)) is not None]
         block, notes = runner_block(proc, master, how)
         if queue is None and block is not None:
             block, notes = None, {"runner": "the queue file was not found (above): `runner` "
                                             "needs `queue`; add both, or resume refuses"}
         missing.update(notes)
         found.append(FoundQueue(queue, start, master, run_logs, session, pid, launch, missing,
-                                block))
+                                block, seen[0] if seen else None))
     return found
 
 
@@ -481,6 +557,7 @@ def sweep_document(name: str, hosts: list[tuple[str, str, list[FoundQueue]]],
         top["ssh"] = {"config": ssh_config}
     text = head + yaml.safe_dump(top, sort_keys=False, allow_unicode=True,
                                  width=YAML_WIDTH) + "instances:\n"
+    met: list[tuple[str, Rendezvous]] = []
     for host, profile, queues in hosts:
         for index, queue in enumerate(queues, start=1):
             base = re.sub(r"[^A-Za-z0-9_.-]", "-", host.split("@")[-1]).strip("-.")[:60] or "box"
@@ -491,6 +568,8 @@ def sweep_document(name: str, hosts: list[tuple[str, str, list[FoundQueue]]],
                 if value:
                     inst[key] = value
             text += yaml.safe_dump([inst], sort_keys=False, allow_unicode=True, width=YAML_WIDTH)
+            if queue.rendezvous is not None:
+                met.append((inst["name"], queue.rendezvous))
             notes = [f"# launch: {queue.launch}"]
             if queue.start_index != 1:
                 notes.append(f"# note: the runner started at cell {queue.start_index} (a resume)")
@@ -500,7 +579,41 @@ def sweep_document(name: str, hosts: list[tuple[str, str, list[FoundQueue]]],
             if not queue.tmux_session:
                 notes.append("# tmux_session: none — the runner is under no tmux pane; nothing to add")
             text += "".join(f"  {_CONTROL.sub('?', n)}\n" for n in notes)
-    return text
+    return text + job_proposals(met)
+
+
+def job_proposals(met: list[tuple[str, Rendezvous]]) -> str:
+    """A `jobs:` block for the boxes whose launchers meet at one endpoint (issue 21), or ""
+    when none do. Loadable when every box's argv gave its ranks and they cover 0..N-1 once;
+    else printed as comments saying what to fill."""
+    groups: dict[str, list[tuple[str, Rendezvous]]] = {}
+    for name, rdzv in met:
+        groups.setdefault(rdzv.endpoint, []).append((name, rdzv))
+    jobs: list[dict[str, Any]] = []
+    commented: list[str] = []
+    for index, (endpoint, boxes) in enumerate(sorted(groups.items()), start=1):
+        if len(boxes) < 2:
+            continue
+        ranks = [r.ranks for _, r in boxes]
+        world = sorted(x for rs in ranks if rs is not None for x in rs)
+        job: dict[str, Any] = {"name": f"job{index}" if len(groups) > 1 else "job",
+                               "launcher": boxes[0][1].launcher, "world_size": len(world),
+                               "members": [{"instance": n, "ranks": list(r.ranks or ())}
+                                           for n, r in boxes]}
+        if None not in ranks and world == list(range(len(world))):
+            jobs.append(job)
+        else:
+            commented.append(f"# job at {shown(endpoint)}: {', '.join(n for n, _ in boxes)} — "
+                             "their ranks were not all in the launchers' argv (--node-rank, "
+                             "--nproc-per-node); add a jobs: entry by hand")
+    if not jobs and not commented:
+        return ""
+    text = ("# jobs: proposed from the rendezvous the boxes' launchers share (one distributed "
+            "job judged as one: README, Job groups). Review, then keep.\n")
+    if jobs:
+        text += yaml.safe_dump({"jobs": jobs}, sort_keys=False, allow_unicode=True,
+                               width=YAML_WIDTH, default_flow_style=None)
+    return text + "".join(f"{_CONTROL.sub('?', line)}\n" for line in commented)
 
 
 async def discover_host(conn: Any) -> list[FoundQueue]:
