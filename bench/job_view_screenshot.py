@@ -1,4 +1,5 @@
-"""The job view's screenshot (issue 21): a 2-box torchrun job whose rank 1 crashed.
+"""The job view's screenshot (issue 21): a 2-box torchrun job whose rank 1 crashed (and the
+fleet with its job row).
 
 Replays the real logs of a 2-node gloo run recorded on this machine (tests/data/jobs: each box
 in its own network namespace, rank 1 raising at step 10) through the real app, opens the job
@@ -106,6 +107,8 @@ async def shoot(out: Path) -> Path:
                 app.check_alerts()
                 assert asyncio.get_running_loop().time() < deadline, "the job never failed"
                 await pilot.pause(0.1)
+            await pilot.pause(1.2)  # the fleet's once-a-second tick draws the job row
+            app.save_screenshot(str(out / "fleet-job-row-cockpit-dark.svg"))
             await pilot.press("J")
             await pilot.pause(0.3)
             assert isinstance(app.screen, JobScreen)

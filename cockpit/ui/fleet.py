@@ -237,6 +237,7 @@ class FleetScreen(CockpitScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield StableTable(id="fleet", cursor_type="row", zebra_stripes=True, fixed_columns=1)
+        yield PlainStatic(id="fleet-jobs")
         yield PlainStatic(id="fleet-totals")
         yield Input(placeholder="filter rows (name, platform, state…)  enter: keep  esc: clear",
                     id="filter")
@@ -257,6 +258,7 @@ class FleetScreen(CockpitScreen):
         self.query_one("#filter", Input).display = False
         table.focus()
         self.refresh_hosts(set(self.cells))  # events may have arrived before this mount
+        self.show_jobs()
         self.set_interval(1.0, self.tick)
 
     # -- columns by width ------------------------------------------------------------------
@@ -402,6 +404,18 @@ class FleetScreen(CockpitScreen):
             resort |= self._update(name, new)
         if resort:
             self._resort()
+        self.show_jobs()
+
+    def show_jobs(self) -> None:
+        """Job groups (the sweep's `jobs:`) as one row each, expanded to their boxes; hidden
+        when the sweep has none (issue 21; `J` opens the job view)."""
+        from cockpit.ui.jobs import jobs_text
+
+        views = self.cockpit.monitor.job_views
+        widget = self.query_one("#fleet-jobs", PlainStatic)
+        widget.display = bool(views)
+        if views:
+            widget.update(jobs_text(views.values(), self.cockpit.palette))
 
     def totals(self) -> Text:
         """`3 boxes (1 stale) · GPUs busy 2/3 · alerts 2 · ¥1.98/h + $3.09/h`."""

@@ -8,6 +8,7 @@ trackers the fleet uses; everything a box wrote is shown as plain text (`remote_
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import ClassVar
 
 from rich.text import Text
@@ -150,3 +151,24 @@ class JobScreen(CockpitScreen):
     def action_back(self) -> None:
         """Back to the fleet."""
         self.app.pop_screen()
+
+
+def jobs_text(views: Iterable[JobView], palette: Palette) -> Text:
+    """The fleet's job rows: one line per job group, expanded to its boxes with their ranks
+    and roles (`J` opens the job view)."""
+    text = Text()
+    for view in views:
+        text.append_text(job_title(view, palette))
+        for member in view.members:
+            ranks = ", ".join(map(str, member.ranks))
+            style = {"cause": palette.bad, "symptom": palette.warn}.get(member.role, "")
+            text.append("\n  └ ")
+            text.append(visible(member.instance))
+            text.append("  ")
+            text.append(visible(f"ranks {ranks}  {member.reach}, job cell {member.cell}"))
+            if member.role:
+                text.append("  ")
+                text.append(visible(member.role), style=style)
+        text.append("\n")
+    text.rstrip()
+    return text
