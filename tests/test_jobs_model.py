@@ -368,3 +368,13 @@ def test_discover_proposes_a_job_group_from_a_shared_rendezvous(tmp_path: Path) 
     assert [(m.instance, m.ranks) for m in sweep.jobs[0].members] == [
         ("node-a", (0, 1, 2, 3)), ("node-b", (4, 5, 6, 7))]
     assert sweep.jobs[0].world_size == 8 and sweep.jobs[0].launcher == "torchrun"
+
+
+def test_a_restarted_job_log_starts_its_boxes_ranks_over(tmp_path: Path) -> None:
+    fleet = Fleet(load(tmp_path, sweep_text({"a": [0], "b": [1]}, 2)))
+    fleet.record("b", 100.0, marks=STARTED, log=(DATA / "gloo_crash_rank1.log").read_bytes())
+    assert fleet.job.ranks[1].exit_code == 1 and fleet.job.ranks[1].step == 10
+    fleet.offsets["b"] = 0  # the log truncated: a re-run (or torchrun restarting from step 0)
+    fleet.record("b", 200.0, log=progress(1, 2))
+    rank = fleet.job.ranks[1]
+    assert (rank.exit_code, rank.failed_clock, rank.step) == (None, "", 2)

@@ -162,7 +162,13 @@ class JobTracker:
             if not self.is_job_log(chunk.path):
                 continue
             if chunk.reset:
+                # The job's log was truncated or started again (a re-run, a torchrun restart
+                # from step 0, MN5): this box's ranks start over.
                 log.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+                log.summary_rank, log.summary_clock = None, ""
+                for rank in self.local[snap.instance]:
+                    self.ranks[rank] = RankProgress(rank, snap.instance)
+                self.exit_seen = {k: v for k, v in self.exit_seen.items() if k[0] != snap.instance}
             lines = log.splitter.feed(log.decoder.decode(chunk.data), chunk.reset)
             for line in lines:
                 moved |= self._line(snap.instance, log, line[:MAX_LINE_SCAN], snap.observed_at)
