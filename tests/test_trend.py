@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cockpit.models.trend import HOLD_S, bars, resample
+from cockpit.models.trend import HOLD_S, axis_line, bars, resample
 from cockpit.services.config.acks import AckStore
 from cockpit.services.store.db import Store, metric_gpu_util
 from cockpit.services.watch.wiring import Session
 from cockpit.ui.app import CockpitApp
 from cockpit.ui.box import BoxScreen
-from cockpit.ui.safe import PlainLabel, PlainStatic
+from cockpit.ui.safe import PlainStatic
 from tests.replay import NOW, replay_events, replay_sweep, source_of
 from tests.test_ui_app import settle
 
@@ -40,6 +40,12 @@ def test_bars_use_a_fixed_scale_not_the_datas_range() -> None:
     assert bars([-5.0, 250.0]) == "▁█"  # out-of-range values clamp
 
 
+def test_the_axis_is_as_wide_as_the_line_it_labels() -> None:
+    assert axis_line(20, "-10h", "-5h", "now") == "-10h    -5h      now"
+    assert len(axis_line(60, "-1d", "-12h", "now")) == 60
+    assert axis_line(8, "-10h", "-5h", "now") == "-10h now"  # too narrow: the ends only
+
+
 async def test_the_box_screen_trend_spans_the_run_kept_in_the_store(tmp_path: Path) -> None:
     loaded = replay_sweep(tmp_path)
     db = tmp_path / "store" / "replay.db"
@@ -60,10 +66,16 @@ async def test_the_box_screen_trend_spans_the_run_kept_in_the_store(tmp_path: Pa
         await pilot.pause(0.5)
         screen = app.screen
         assert isinstance(screen, BoxScreen)
-        label = str(screen.query_one("#spark-label-0", PlainLabel).render())
+        label = str(screen.query_one("#spark-head-gpu", PlainStatic).render())
         assert "whole run" in label, label
         trend, scope = app.gpu_trend("a1", 0, 60)
         assert scope == "whole run" and trend.axis() == ("-10h", "-5h", "now")
-        line = str(screen.query_one("#spark-0", PlainStatic).render())
-        assert line.strip() and set(line.strip()) <= set("▁▂▃▄▅▆▇█ ")
+        line = str(screen.query_one("#spark-gpu0-util", PlainStatic).render())
+        assert line.startswith("gpu0 util") and set(line[12:].strip()) <= set("▁▂▃▄▅▆▇█ ")
+        assert line[12:].strip()
+        # GPU memory, and each mount's bytes and inodes (this session: no store history for them).
+        assert screen.query("#spark-gpu0-mem")
+        legend = str(screen.query_one("#spark-head-disk", PlainStatic).render())
+        assert "=/root/autodl-tmp" in legend and "bytes full in" in legend, legend
+        assert screen.query("#spark-m0-inodes")
         await pilot.press("escape", "q")

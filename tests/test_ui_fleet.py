@@ -78,7 +78,7 @@ async def test_enter_opens_box_screen_with_four_filled_panels(demo: Path, tmp_pa
         assert "master log" in detail or "no mark in the master log" in detail, detail
         assert screen.query_one("#failure-table", DataTable).columns
         assert texts([screen.query_one("#failure-detail", Static)]).strip()
-        assert len(screen.query(".spark")) == 2, "one util sparkline per GPU"
+        assert len(screen.query("#sparks .spark")) == 4, "util and memory per GPU"
         await pilot.press("escape")
         await pilot.pause(0.1)
         assert isinstance(app.screen, FleetScreen)

@@ -97,3 +97,17 @@ def bars(values: Sequence[float | None], low: float = 0.0, high: float = 100.0) 
         ratio = min(1.0, max(0.0, (value - low) / span)) if span > 0 else 0.0
         out.append(BARS[min(len(BARS) - 1, int(ratio * len(BARS)))])
     return "".join(out)
+
+
+def axis_line(width: int, left: str, middle: str, right: str) -> str:
+    """A time axis exactly `width` columns wide (the line above it): `left` at its start,
+    `right` ending at its end, `middle` centred when it fits between them."""
+    if width < len(left) + len(right) + 1:
+        return f"{left} {right}"  # too narrow for an axis: both ends, past the line's width
+    cells = [" "] * width
+    cells[: len(left)] = left
+    cells[width - len(right):] = right
+    start = (width - len(middle)) // 2
+    if start > len(left) and start + len(middle) < width - len(right):
+        cells[start: start + len(middle)] = middle
+    return "".join(cells)

@@ -337,12 +337,19 @@ class CockpitApp(App[int]):
         then this session's) resampled to `columns`, and where it comes from in words."""
         from cockpit.services.store.db import metric_gpu_util
 
-        stored = self._stored_points(name, metric_gpu_util(index))
         series = self.trackers[name].gpu_util.get(index)
-        live = list(series.points) if series is not None else []
+        return self.trend(name, metric_gpu_util(index),
+                          list(series.points) if series is not None else [], columns)
+
+    def trend(self, name: str, metric: str, live: list[tuple[float, float]],
+              columns: int, start: float | None = None) -> tuple[Trend, str]:
+        """One of box `name`'s store series (a percentage) over the whole run, then this
+        session's `live` points after the store's last one, resampled to `columns` (from
+        `start`, so lines drawn together share one time axis)."""
+        stored = self._stored_points(name, metric)
         last = stored[-1][0] if stored else None
         merged = stored + [p for p in live if last is None or p[0] > last]
-        trend = resample(merged, self.clock(), columns)
+        trend = resample(merged, self.clock(), columns, start)
         return trend, ("whole run" if stored else "this session")
 
     def _stored_points(self, name: str, metric: str) -> list[tuple[float, float]]:

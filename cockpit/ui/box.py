@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -18,7 +17,7 @@ from cockpit.models.hostview import HostTracker, cell_name
 from cockpit.models.queue import CellState, CellView
 from cockpit.models.summary import state_text
 from cockpit.models.text import remote_text, visible
-from cockpit.models.trend import bars
+from cockpit.models.trend import axis_line, bars
 from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import KeyedTable, upsert_row
 from cockpit.ui.render import (
@@ -31,7 +30,7 @@ from cockpit.ui.render import (
     queue_header,
     resume_hint_of,
 )
-from cockpit.ui.safe import PlainLabel, PlainStatic
+from cockpit.ui.safe import PlainStatic
 
 QUEUE_COLUMNS = ("#", "cell", "state", "epoch", "elapsed", "ETA")
 FAILURE_COLUMNS = ("time", "rule", "class", "cell", "count", "message")
@@ -89,6 +88,7 @@ class BoxScreen(CockpitScreen):
                 yield Vertical(id="sparks")
             with VerticalScroll(id="disk-panel", classes="panel"):
                 yield PlainStatic(id="disk-body")
+                yield Vertical(id="disk-trends")
             with Vertical(id="queue-panel", classes="panel"):
                 yield PlainStatic(id="queue-head")
                 yield KeyedTable(id="queue-table", cursor_type="row", zebra_stripes=True)
@@ -147,31 +147,85 @@ class BoxScreen(CockpitScreen):
         self._failure_rows(force)
 
     def _sparklines(self) -> None:
-        """Per GPU: a utilisation sparkline over the whole run (the store, when one is open)
-        with a linear time axis below it, the column width and gaps said in its label."""
-        sparks = self.query_one("#sparks", Vertical)
-        columns = max(20, sparks.size.width or 60)
-        for index in sorted(self.tracker.gpu_util):
-            trend, scope = self.cockpit.gpu_trend(self.instance, index, columns)
-            label = Text(f"gpu{index} util · {scope} · max per {format_duration(trend.column_s)}")
-            label.append(" · 0-100%")
-            if trend.gaps:
-                label.append(" · blank: no data")
-            axis = Table.grid(expand=True)
-            for justify in ("left", "center", "right"):
-                axis.add_column(justify=justify, ratio=1)
-            axis.add_row(*trend.axis())
-            spark_id = f"spark-{index}"
-            found = sparks.query(f"#{spark_id}")
-            line = Text(bars(trend.values), style=self.cockpit.palette.ok)
-            if not found:
-                sparks.mount(PlainLabel(label, id=f"spark-label-{index}", classes="spark-label"))
-                sparks.mount(PlainStatic(line, id=spark_id, classes="spark"))
-                sparks.mount(PlainStatic(axis, id=f"spark-axis-{index}", classes="spark-axis"))
-            else:
-                found.first(PlainStatic).update(line)
-                self.query_one(f"#spark-label-{index}", PlainLabel).update(label)
-                self.query_one(f"#spark-axis-{index}", PlainStatic).update(axis)
+        """Per GPU: utilisation and memory over the whole run (the store, when one is open);
+        per mount: bytes and inodes used, with the time-to-full. One line each on a fixed
+        0-100% scale; each group shares one linear time axis, its column width and gaps said
+        above it."""
+        from cockpit.services.store.db import metric_disk, metric_gpu_mem, metric_gpu_util, metric_inodes
+
+        tracker = self.tracker
+        gpus: list[tuple[str, str, str, list[tuple[float, float]]]] = []
+        for index in sorted(tracker.gpu_util):
+            for what, metric, series in (
+                    ("util", metric_gpu_util(index), tracker.gpu_util.get(index)),
+                    ("mem", metric_gpu_mem(index), tracker.gpu_mem.get(index))):
+                gpus.append((f"gpu{index}-{what}", f"gpu{index} {what}", metric,
+                             list(series.points) if series is not None else []))
+        self._trend_group(self.query_one("#sparks", Vertical), "gpu", "", gpus)
+        snap = tracker.snapshot
+        disks: list[tuple[str, str, str, list[tuple[float, float]]]] = []
+        notes: list[str] = []
+        for number, mount in enumerate(snap.mounts if snap is not None else ()):
+            full = tracker.mount_trend(mount)
+            for what, metric, used, total, eta in (
+                    ("bytes", metric_disk(mount.path), tracker.mount_bytes.get(mount.path),
+                     mount.bytes_total, full.bytes_full_s),
+                    ("inodes", metric_inodes(mount.path), tracker.mount_inodes.get(mount.path),
+                     mount.inodes_total, full.inodes_full_s)):
+                live = ([(at, 100.0 * value / total) for at, value in used.points]
+                        if used is not None and isinstance(total, int) and total > 0 else [])
+                disks.append((f"m{number}-{what}", f"m{number} {what}", metric, live))
+                if eta is not None:
+                    notes.append(f"m{number} {what} full in {format_duration(eta)}")
+        legend = "  ".join(f"m{n}={m.path}" for n, m in enumerate(snap.mounts if snap else ()))
+        if notes:
+            legend += "\n" + "; ".join(notes)
+        self._trend_group(self.query_one("#disk-trends", Vertical), "disk", legend, disks)
+
+    TREND_TITLE = 12
+    """Columns of a trend line's title (`gpu0 util`, `m1 inodes`)."""
+
+    def _trend_group(self, parent: Vertical, key: str, legend: str,
+                     rows: list[tuple[str, str, str, list[tuple[float, float]]]]) -> None:
+        """Mount or update a group of trend lines sharing one time axis under `parent`."""
+        if not rows:
+            return
+        columns = max(10, (parent.size.width or 60) - self.TREND_TITLE)
+        first = [self.cockpit.trend(self.instance, metric, live, columns)
+                 for _, _, metric, live in rows]
+        start = min(trend.start for trend, _ in first)
+        drawn = [self.cockpit.trend(self.instance, metric, live, columns, start)
+                 for _, _, metric, live in rows]
+        sample = drawn[0][0]
+        scope = "whole run" if any(scope == "whole run" for _, scope in drawn) else "this session"
+        head = Text(f"{scope} · max per {format_duration(sample.column_s)} · 0-100%")
+        if any(trend.gaps for trend, _ in drawn):
+            head.append(" · blank: no data")
+        if legend:
+            head.append("\n")
+            head.append(remote_text(legend, one_line=False))
+        axis = Text(" " * self.TREND_TITLE + axis_line(len(sample.values), *sample.axis()))
+        lines = []
+        for (row_key, title, _, _), (trend, _) in zip(rows, drawn, strict=True):
+            line = Text(f"{title[: self.TREND_TITLE - 1]:<{self.TREND_TITLE}}")
+            line.append(bars(trend.values), style=self.cockpit.palette.ok)
+            lines.append((row_key, line))
+        found = parent.query(f"#spark-head-{key}")
+        if not found:
+            parent.mount(PlainStatic(head, id=f"spark-head-{key}", classes="spark-label"))
+            for row_key, line in lines:
+                parent.mount(PlainStatic(line, id=f"spark-{row_key}", classes="spark"))
+            parent.mount(PlainStatic(axis, id=f"spark-axis-{key}", classes="spark-axis"))
+            return
+        found.first(PlainStatic).update(head)
+        for row_key, line in lines:
+            existing = parent.query(f"#spark-{row_key}")
+            if existing:
+                existing.first(PlainStatic).update(line)
+            else:  # a GPU or a mount that appeared later: before the axis
+                parent.mount(PlainStatic(line, id=f"spark-{row_key}", classes="spark"),
+                             before=self.query_one(f"#spark-axis-{key}"))
+        self.query_one(f"#spark-axis-{key}", PlainStatic).update(axis)
 
     def _queue_rows(self) -> None:
         table = self.query_one("#queue-table", DataTable)
