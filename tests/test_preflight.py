@@ -97,3 +97,34 @@ def test_facts_parsing() -> None:
     xid = ("[1.0] NVRM: Xid (PCI:0): 79, x",)
     assert (facts.driver, facts.cuda, facts.xid_lines) == ("550.54.15", "12.4", xid)
     assert parse_facts("@@driver \n@@cuda \n@@xid denied\n").xid_lines is None
+
+
+def test_facts_parsing_reads_nvswitch_fabric_manager_and_interfaces() -> None:
+    text = ("@@driver 550.54.15\n@@cuda 12.4\n@@nvswitch yes\n@@fabricmanager inactive\n@@ip\n"
+            "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN\n"
+            "2: eth0: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 9000 qdisc mq state UP\n"
+            "2: eth0    inet 10.0.0.5/24 brd 10.0.0.255 scope global eth0\n"
+            "@@xidstart\n@@xid\n")
+    facts = parse_facts(text)
+    assert facts.nvswitch is True and facts.fabric_manager == "inactive"
+    assert facts.interfaces is not None
+    eth0 = next(i for i in facts.interfaces if i.name == "eth0")
+    assert (eth0.mtu, eth0.addrs) == (9000, ("10.0.0.5",))
+    assert facts.xid_lines == ()
+
+
+def test_a_job_group_gets_its_own_preflight_report_from_real_boxes(sshd: Sshd, tmp_path: Path) -> None:
+    """Two instances of one job (both the loopback box): `cockpit preflight` adds a report for
+    the job, read from the boxes' real facts (the interfaces `ip` lists here)."""
+    sweep = sweep_with(tmp_path, sshd, "")
+    text = sweep.read_text()
+    second = text[text.index("  - name: b1"):].replace("name: b1", "name: b2")
+    sweep.write_text(text + second + "jobs:\n  - name: ddp\n    world_size: 2\n    members:\n"
+                     "      - {instance: b1, ranks: [0]}\n      - {instance: b2, ranks: [1]}\n")
+    result = subprocess.run([sys.executable, "-m", "cockpit", "preflight", str(sweep), "--json"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode in (0, 1), result.stderr
+    doc = json.loads(result.stdout)
+    job = next(r for r in doc["instances"] if r["instance"] == "job ddp")
+    names = {c["check"] for c in job["checks"]}
+    assert any("interface" in n or "nccl" in n.lower() for n in names), job
