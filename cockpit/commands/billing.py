@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         ids[inst.name] = (profile.platform, inst.instance_id)
     truths = {}
     if not args.offline:
-        clients = clients_for_sweep(ids.values())
+        clients = clients_for_sweep(ids.values(), api=loaded.sweep.platform_api)
         truths = asyncio.run(poll_all(clients, {}, now))
     bill = build_bill(rows, ids, truths, now)
     if args.json:

@@ -27,6 +27,8 @@ from typing import IO, Any
 
 import asyncssh
 
+from cockpit.demo.platforms import PlatformStandIn
+
 ASSETS = Path(__file__).with_name("assets")
 READY = "READY"
 
@@ -254,6 +256,8 @@ class DemoFleet:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.boxes = [Box(spec, self.root) for spec in BOXES]
+        self.platforms: PlatformStandIn | None = None
+        """The RunPod and vast.ai API stand-in (platform truth for the demo's billing view)."""
 
     async def start(self) -> Path:
         """Lay out the boxes, start their servers and queues, write sweep.yaml."""
@@ -274,6 +278,8 @@ class DemoFleet:
         (self.root / "known_hosts").write_text("\n".join(known_lines) + "\n")
         self._write_ssh_config(key_path)
         self._write_cli_stand_ins()
+        self.platforms = PlatformStandIn(self.root / "platform-api-calls.log")
+        self.platforms.start()
         sweep = self._write_sweep()
         for box in self.boxes:
             box.start_queue()
@@ -338,6 +344,9 @@ class DemoFleet:
             "interval": "2s",
             "ssh": {"config": ["ssh_config"], "known_hosts": ["known_hosts"]},
             "cli_path": ["bin"],
+            # The API stand-in: the demo's (demo-…) instances are asked there with the demo
+            # key, never the user's.
+            "platform_api": self.platforms.bases() if self.platforms is not None else {},
             "instances": instances,
         }
         path = self.root / "sweep.yaml"
@@ -354,6 +363,9 @@ class DemoFleet:
                     await asyncio.wait_for(box.server.wait_closed(), 3)
         for box in self.boxes:
             box.stop_processes()
+        if self.platforms is not None:
+            self.platforms.stop()
+            self.platforms = None
         (self.root / READY).unlink(missing_ok=True)
 
 

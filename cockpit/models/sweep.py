@@ -351,6 +351,41 @@ class Job(Strict):
         return self.cell or self.name
 
 
+MAX_API_URL = 512
+"""Characters of one `platform_api` URL: a loopback base URL is ~40; more is a paste error."""
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+"""The only hosts `platform_api` may name: a key is sent there, so never off this machine."""
+API_PLATFORMS = ("vastai", "runpod", "lambda")
+
+
+def _check_loopback_url(value: str) -> str:
+    """An http(s) URL on this machine (the demo's stand-in, a local proxy): a platform key is
+    sent to it, so any other host is refused."""
+    from urllib.parse import urlsplit
+
+    if _CONTROL.search(value) or any(c.isspace() for c in value):
+        raise ValueError("a platform_api URL may not contain spaces or control characters")
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises on a bad port
+    except ValueError:
+        raise ValueError(f"not a URL: {value[:80]!r}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("use an http:// or https:// URL")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("a platform_api URL may not carry a user or password")
+    if parts.hostname not in LOOPBACK_HOSTS:
+        raise ValueError(f"platform_api must point at this machine ({', '.join(LOOPBACK_HOSTS)}): "
+                         f"the platform's API key is sent there, got host {parts.hostname!r}")
+    if port == 0:
+        raise ValueError("port 0 is not a port to connect to")
+    return value
+
+
+LoopbackUrl = Annotated[str, Field(min_length=1, max_length=MAX_API_URL),
+                        AfterValidator(_check_loopback_url)]
+
+
 class Sweep(Strict):
     """A whole sweep file."""
 
@@ -362,6 +397,10 @@ class Sweep(Strict):
     cli_path: tuple[LocalPath, ...] = ()
     """Folders searched first for platform CLIs (vastai, runpodctl) when an approved teardown
     runs (relative to the sweep file)."""
+    platform_api: dict[Literal[API_PLATFORMS], LoopbackUrl] = {}  # type: ignore[valid-type]
+    """Base URL per platform (`runpod: http://127.0.0.1:PORT/runpod`; RunPod's GraphQL is
+    `<base>/graphql`), loopback only: the demo fleet's API stand-in, or a local proxy. Wins
+    over `COCKPIT_<PLATFORM>_API`."""
     instances: tuple[Instance, ...]
     jobs: tuple[Job, ...] = ()
     """Job groups: boxes that run one distributed job together (see `Job`)."""

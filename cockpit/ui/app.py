@@ -216,8 +216,9 @@ class CockpitApp(App[int]):
         """Read-only clients of the platforms this sweep's boxes are on."""
         from cockpit.services.platforms import clients_for_sweep
 
-        return clients_for_sweep((t.profile.platform, t.instance.instance_id)
-                                 for t in self.trackers.values())
+        return clients_for_sweep(((t.profile.platform, t.instance.instance_id)
+                                  for t in self.trackers.values()),
+                                 api=self.loaded.sweep.platform_api)
 
     @work(exclusive=True, group="platforms", exit_on_error=False)
     async def poll_platforms(self) -> None:

@@ -65,8 +65,9 @@ class BillingScreen(CockpitScreen):
         for column in BILLING_COLUMNS:
             table.add_column(column, key=column)
         if self._clients is None:
-            self._clients = clients_for_sweep((t.profile.platform, t.instance.instance_id)
-                                              for t in self.cockpit.trackers.values())
+            self._clients = clients_for_sweep(((t.profile.platform, t.instance.instance_id)
+                                               for t in self.cockpit.trackers.values()),
+                                              api=self.cockpit.loaded.sweep.platform_api)
         self.set_interval(1.0, self.redraw)
         self.redraw()
         table.focus()

@@ -4,7 +4,8 @@
   printed), the bounds (`TIMEOUT`, `MAX_RESPONSE_BYTES`, ...).
 - `vastai.VastClient`, `runpod.RunPodClient`, `lambda_cloud.LambdaClient`.
 - `CLIENTS`: profile `platform` -> client class; `clients_for(platforms)`,
-  `clients_for_sweep(boxes)` (skips the demo fleet's made-up instances); `poll_all`.
+  `clients_for_sweep(boxes, api=sweep.platform_api)` (the demo fleet's made-up instances get
+  `DEMO_KEY` at a stand-in, never a real key); `poll_all`.
 
 Paperspace is left out: its Gradient/Core v1 API is being retired for the new paperspace.com
 API (DigitalOcean), whose machine list and billing fields are not yet documented stably.
@@ -18,7 +19,7 @@ import asyncio
 from collections.abc import Iterable, Mapping
 
 from cockpit.models.billing import PlatformTruth, carry_since
-from cockpit.services.platforms.base import PlatformClient
+from cockpit.services.platforms.base import ApiKey, PlatformClient
 from cockpit.services.platforms.lambda_cloud import LambdaClient
 from cockpit.services.platforms.runpod import RunPodClient
 from cockpit.services.platforms.vastai import VastClient
@@ -46,24 +47,50 @@ def clients_for(platforms: Iterable[str]) -> list[PlatformClient]:
 
 DEMO_PREFIX = "demo-"
 """Instance ids of the demo fleet (`cockpit demo`): a platform whose sweep instances all carry
-it is never asked with the user's real key, unless its `COCKPIT_<PLATFORM>_API` points at a
-stand-in."""
+it is never asked with the user's real key: it is skipped, or, when its base URL is overridden
+(the sweep's `platform_api`, the demo's stand-in, or `COCKPIT_<PLATFORM>_API`), asked with
+`DEMO_KEY`."""
+
+DEMO_KEY = "cockpit-demo-key-not-a-secret"
+"""The fixed key sent for demo-only platforms; the demo's stand-in accepts only this one."""
+
+
+def _client(kind: type[PlatformClient], key: ApiKey | None, base: str | None) -> PlatformClient:
+    if base is None:
+        return kind(key)
+    if kind is RunPodClient:  # RunPod answers balances on GraphQL, beside its REST base
+        return RunPodClient(key, base=base, graphql=f"{base.rstrip('/')}/graphql")
+    return kind(key, base=base)
 
 
 def clients_for_sweep(boxes: Iterable[tuple[str, str | None]],
-                      environ: Mapping[str, str] | None = None) -> list[PlatformClient]:
-    """The clients for a sweep's (platform, instance_id) pairs: `clients_for` without the
-    platforms that only the demo fleet's made-up instances use (no real account to ask)."""
+                      environ: Mapping[str, str] | None = None,
+                      api: Mapping[str, str] | None = None) -> list[PlatformClient]:
+    """The clients for a sweep's (platform, instance_id) pairs.
+
+    `api` is the sweep's `platform_api` (platform -> loopback base URL, validated by the sweep
+    model), which wins over `COCKPIT_<PLATFORM>_API`. A platform whose instances are all the
+    demo fleet's made-up ones is skipped unless a base URL is overridden, and then gets
+    `DEMO_KEY`, never the user's key (the demo must not send a real key anywhere)."""
     import os
 
     env = os.environ if environ is None else environ
+    bases = dict(api or {})
     ids: dict[str, list[str | None]] = {}
     for platform, iid in boxes:
         ids.setdefault(platform, []).append(iid)
-    wanted = [p for p, got in ids.items()
-              if p in CLIENTS and (env.get(CLIENTS[p].env_base)
-                                   or not all(i and i.startswith(DEMO_PREFIX) for i in got))]
-    return clients_for(wanted)
+    out: list[PlatformClient] = []
+    for platform in sorted(ids):
+        kind = CLIENTS.get(platform)
+        if kind is None:
+            continue
+        base = bases.get(platform)
+        demo_only = all(i and i.startswith(DEMO_PREFIX) for i in ids[platform])
+        if not demo_only:
+            out.append(_client(kind, kind.find_key(environ), base))
+        elif base is not None or env.get(kind.env_base):
+            out.append(_client(kind, ApiKey(DEMO_KEY, "the demo fleet's fixed key"), base))
+    return out
 
 
 def next_poll_s(truths: Mapping[str, PlatformTruth]) -> float:

@@ -172,8 +172,9 @@ class Watch:
         """Read-only clients of the platforms this sweep's boxes are on (money alerts)."""
         from cockpit.services.platforms import clients_for_sweep
 
-        return clients_for_sweep((self.loaded.profiles[i.profile].platform, i.instance_id)
-                                 for i in self.loaded.sweep.instances)
+        return clients_for_sweep(((self.loaded.profiles[i.profile].platform, i.instance_id)
+                                  for i in self.loaded.sweep.instances),
+                                 api=self.loaded.sweep.platform_api)
 
     def _open_store(self, loaded: LoadedSweep) -> None:
         if self.open_store is None:
