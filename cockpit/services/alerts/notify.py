@@ -181,6 +181,8 @@ def _shown_host(url: str) -> str | None:
         return None
     if not host or not _HOST.fullmatch(host):
         return None
+    if "." not in host and ":" not in host and host != "localhost":
+        return None  # a bare word where the host goes (`json://00000001/…`) may be a token
     secrets = [p for p in (parts.username, parts.password, *_PIECES.split(parts.path),
                            *_PIECES.split(parts.query), *_PIECES.split(parts.fragment)) if p]
     # A URL odd enough to confuse the parser (a password holding '/' or '@') could put a
