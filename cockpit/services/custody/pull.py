@@ -5,8 +5,11 @@
 - **Pull**: each file streams over SFTP into `.NAME.cockpit-part` next to its final name,
   hashed as it arrives; a cut transfer continues from the bytes already on disk (they are
   re-hashed first). Only when size and SHA-256 match the manifest is the file fsynced and
-  renamed; so a file under its final name always has the manifest's content. Several files
-  move at once; a large file's reads are pipelined by asyncssh.
+  renamed; so a file under its final name always has the manifest's content. PARALLEL_FILES
+  files move at once, each keeping SFTP reads in flight ahead of the one it stores (a
+  PULL_IN_FLIGHT budget shared by the files) over a channel whose window follows the round
+  trip (`transport.remote.open_sftp`): on a far link the bytes in flight, not the bandwidth,
+  set the rate.
 """
 
 from __future__ import annotations
