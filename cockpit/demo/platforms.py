@@ -16,8 +16,9 @@ The time fields hold placeholders (`STARTED`, `STARTED_3D_AGO`, `ENDS_IN_3D`) fi
 served, relative to when the stand-in started, so uptimes and the contract end look live.
 
 Only `DEMO_KEY` is accepted (`Authorization: Bearer <DEMO_KEY>`); any other key is answered
-401. Each request is recorded in `calls.log` as method, path and `auth=demo|none|other`: the
-key's value is never written (a test sets a marker real key and checks it never arrives).
+401. Each request is recorded in the call log (the demo's `platform-api-calls.log`) as method,
+path and `auth=demo|none|other`: the key's value is never written (a test sets a marker real
+key and checks it never arrives).
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ class PlatformStandIn:
                 self._serve("POST")
 
             def log_message(self, format: str, *args: Any) -> None:
-                """Silent: the call log is `calls.log` (stderr is the demo's own output)."""
+                """Silent: requests go to the call log (stderr is the demo's own output)."""
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
