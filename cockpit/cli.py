@@ -542,7 +542,7 @@ def _cmd_discover(args: argparse.Namespace) -> int:
 
 
 def _cmd_teardown(args: argparse.Namespace) -> int:
-    from cockpit.services.custody.plan import action_details, lock_line, plan_actions, plan_text
+    from cockpit.services.custody.plan import plan_json, plan_text
 
     if not args.dry_run:
         _say(TEARDOWN_ONLY_IN_TUI, err=True)
@@ -554,20 +554,7 @@ def _cmd_teardown(args: argparse.Namespace) -> int:
     pull_dir = (loaded.directory / loaded.sweep.pull_dir).resolve()
     profile = loaded.profiles[inst.profile]
     if args.json:
-        _say_json({
-            "sweep": loaded.sweep.sweep, "instance": inst.name, "profile": profile.platform,
-            "dry_run": True, "gate": lock_line(pull_dir, inst),
-            "actions": [{
-                "id": view.action.id, "label": view.action.label,
-                "reversible": view.action.reversible, "stops_meter": view.action.stops_meter,
-                "keeps": list(view.action.keeps), "destroys": list(view.action.destroys),
-                "runnable": not view.problem, "problem": view.problem or None,
-                "command": view.step.command_text
-                if view.step is not None and view.step.argv is not None else None,
-                "details": [{"label": label, "text": text}
-                            for label, text in action_details(view)],
-            } for view in plan_actions(inst, profile)],
-        })
+        _say_json(plan_json(loaded.sweep.sweep, inst, profile, pull_dir))
         return EXIT_OK
     _say(plan_text(inst, profile, pull_dir))
     return EXIT_OK

@@ -31,7 +31,7 @@ from cockpit.models.sweep import Instance
 from cockpit.models.text import visible
 from cockpit.services.agent.requests import MAX_REASON, RequestBook, RequestState
 from cockpit.services.config.sweepfile import LoadedSweep
-from cockpit.services.custody.plan import action_details, lock_line, plan_actions
+from cockpit.services.custody.plan import lock_line, plan_json
 from cockpit.services.custody.verify import read_marker
 from cockpit.services.transport.remote import Box
 
@@ -260,20 +260,7 @@ class AgentTools:
         """`cockpit teardown --dry-run --json`: every action with what it keeps, destroys and
         needs, and the gate as the last receipt left it. Runs nothing."""
         inst = self.instance(instance)
-        profile = self.loaded.profiles[inst.profile]
-        return {
-            "sweep": self.sweep_name, "instance": inst.name, "profile": profile.platform,
-            "dry_run": True, "gate": lock_line(self.pull_dir, inst),
-            "actions": [{
-                "id": view.action.id, "label": view.action.label,
-                "reversible": view.action.reversible, "stops_meter": view.action.stops_meter,
-                "keeps": list(view.action.keeps), "destroys": list(view.action.destroys),
-                "runnable": not view.problem, "problem": view.problem or None,
-                "command": view.step.command_text
-                if view.step is not None and view.step.argv is not None else None,
-                "details": [{"label": label, "text": text} for label, text in action_details(view)],
-            } for view in plan_actions(inst, profile)],
-        }
+        return plan_json(self.sweep_name, inst, self.loaded.profiles[inst.profile], self.pull_dir)
 
     # -- act, never destroying -----------------------------------------------------------------
     async def verify(self, instance: str) -> dict[str, Any]:

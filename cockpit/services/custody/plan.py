@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cockpit.models.billing import billing_after
 from cockpit.models.gate import NotRunnable, TeardownStep, need_of, render_step
@@ -69,6 +70,24 @@ def lock_line(pull_dir: Path, instance: Instance) -> str:
                    f"{marker.get('verified_at_utc')}, manifest "
                    f"{str(marker.get('manifest_sha256'))[:16]}; the remote state is recomputed "
                    f"right before an action that needs evidence runs, and any change re-locks it")
+
+
+def plan_json(sweep: str, instance: Instance, profile: Profile, pull_dir: Path) -> dict[str, Any]:
+    """The plan as `cockpit teardown --dry-run --json` prints it (and the MCP tool returns
+    it): every action with what it keeps, destroys and needs, and the gate. Runs nothing."""
+    return {
+        "sweep": sweep, "instance": instance.name, "profile": profile.platform,
+        "dry_run": True, "gate": lock_line(pull_dir, instance),
+        "actions": [{
+            "id": view.action.id, "label": view.action.label,
+            "reversible": view.action.reversible, "stops_meter": view.action.stops_meter,
+            "keeps": list(view.action.keeps), "destroys": list(view.action.destroys),
+            "runnable": not view.problem, "problem": view.problem or None,
+            "command": view.step.command_text
+            if view.step is not None and view.step.argv is not None else None,
+            "details": [{"label": label, "text": text} for label, text in action_details(view)],
+        } for view in plan_actions(instance, profile)],
+    }
 
 
 def plan_text(instance: Instance, profile: Profile, pull_dir: Path) -> str:
