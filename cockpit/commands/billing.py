@@ -46,13 +46,12 @@ def run(args: argparse.Namespace) -> int:
     """Print the bill; 2 on bad input."""
     import asyncio
     import json
-    import time
     from pathlib import Path
 
-    from cockpit.models.billing import BillingRow, bill_json, billing_after, build_bill, instance_currency
+    from cockpit.models.billing import bill_json
     from cockpit.services.config.sweepfile import load_sweep
     from cockpit.services.config.yamlfile import ConfigError
-    from cockpit.services.platforms import clients_for_sweep, poll_all
+    from cockpit.services.platforms import headless_bill
 
     path = Path(args.sweep)
     if not path.is_file():
@@ -61,21 +60,7 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_sweep(path)
     except ConfigError as exc:
         return _fail(str(exc))
-    now = time.time()
-    rows: list[BillingRow] = []
-    ids: dict[str, tuple[str, str | None]] = {}
-    for inst in loaded.sweep.instances:
-        profile = loaded.profiles[inst.profile]
-        after = tuple((a.label, billing_after(a, profile)) for a in profile.teardown.actions)
-        rows.append(BillingRow(inst.name, profile.platform, "not probed (headless): assume it bills",
-                               inst.price_per_hour, None, "", after,
-                               currency=instance_currency(inst, profile)))
-        ids[inst.name] = (profile.platform, inst.instance_id)
-    truths = {}
-    if not args.offline:
-        clients = clients_for_sweep(ids.values(), api=loaded.sweep.platform_api)
-        truths = asyncio.run(poll_all(clients, {}, now))
-    bill = build_bill(rows, ids, truths, now)
+    bill = asyncio.run(headless_bill(loaded, offline=args.offline))
     if args.json:
         sys.stdout.write(json.dumps(bill_json(bill), indent=2, ensure_ascii=False) + "\n")
         return EXIT_OK

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import io
 import re
-import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -238,23 +237,10 @@ class AgentTools:
 
     async def billing(self, offline: bool = False) -> dict[str, Any]:
         """`cockpit billing --json [--offline]`: prices, the platforms' word, money clocks."""
-        from cockpit.models.billing import BillingRow, bill_json, billing_after, build_bill, instance_currency
-        from cockpit.services.platforms import clients_for, poll_all
+        from cockpit.models.billing import bill_json
+        from cockpit.services.platforms import headless_bill
 
-        now = time.time()
-        rows: list[BillingRow] = []
-        ids: dict[str, tuple[str, str | None]] = {}
-        for inst in self.loaded.sweep.instances:
-            profile = self.loaded.profiles[inst.profile]
-            after = tuple((a.label, billing_after(a, profile)) for a in profile.teardown.actions)
-            rows.append(BillingRow(inst.name, profile.platform, "not probed (headless): assume it bills",
-                                   inst.price_per_hour, None, "", after,
-                                   currency=instance_currency(inst, profile)))
-            ids[inst.name] = (profile.platform, inst.instance_id)
-        truths = {}
-        if not offline:
-            truths = await poll_all(clients_for(p for p, _ in ids.values()), {}, now)
-        return bill_json(build_bill(rows, ids, truths, now))
+        return bill_json(await headless_bill(self.loaded, offline=offline))
 
     def teardown_plan(self, instance: str) -> dict[str, Any]:
         """`cockpit teardown --dry-run --json`: every action with what it keeps, destroys and

@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping
 
-from cockpit.models.billing import PlatformTruth, carry_since
+from cockpit.models.billing import PlatformTruth, SweepBill, carry_since
+from cockpit.services.config.sweepfile import LoadedSweep
 from cockpit.services.platforms.base import ApiKey, PlatformClient
 from cockpit.services.platforms.lambda_cloud import LambdaClient
 from cockpit.services.platforms.runpod import RunPodClient
@@ -105,3 +106,28 @@ async def poll_all(clients: Iterable[PlatformClient], previous: Mapping[str, Pla
     polled = list(clients)
     results = await asyncio.gather(*(c.poll(now) for c in polled))
     return {t.platform: carry_since(previous.get(t.platform), t) for t in results}
+
+
+async def headless_bill(loaded: LoadedSweep, *, offline: bool = False,
+                        now: float | None = None) -> SweepBill:
+    """The sweep's bill without any SSH (`cockpit billing`, the MCP `billing` tool): every box
+    assumed to bill at its price, reconciled with what its platform says unless `offline`."""
+    import time
+
+    from cockpit.models.billing import BillingRow, billing_after, build_bill, instance_currency
+
+    when = time.time() if now is None else now
+    rows: list[BillingRow] = []
+    ids: dict[str, tuple[str, str | None]] = {}
+    for inst in loaded.sweep.instances:
+        profile = loaded.profiles[inst.profile]
+        after = tuple((a.label, billing_after(a, profile)) for a in profile.teardown.actions)
+        rows.append(BillingRow(inst.name, profile.platform, "not probed (headless): assume it bills",
+                               inst.price_per_hour, None, "", after,
+                               currency=instance_currency(inst, profile)))
+        ids[inst.name] = (profile.platform, inst.instance_id)
+    truths: dict[str, PlatformTruth] = {}
+    if not offline:
+        clients = clients_for_sweep(ids.values(), api=loaded.sweep.platform_api)
+        truths = await poll_all(clients, {}, when)
+    return build_bill(rows, ids, truths, when)
