@@ -1,5 +1,10 @@
-import os, sys, time, datetime
-import torch, torch.distributed as dist
+import datetime
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
 dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=int(os.environ.get("GLOO_T","120"))))
 rank = dist.get_rank()
 model = torch.nn.Linear(8, 1)
@@ -8,7 +13,8 @@ steps = int(os.environ.get("STEPS", "40"))
 for step in range(1, steps + 1):
     x = torch.randn(16, 8)
     loss = model(x).pow(2).mean()
-    opt.zero_grad(); loss.backward()
+    opt.zero_grad()
+    loss.backward()
     for p in model.parameters():
         dist.all_reduce(p.grad)
     opt.step()
