@@ -429,3 +429,20 @@ def test_corrupted_real_checkpoints_never_raise(fuzz_dir: Path, flips: list[tupl
         data[at % len(data)] ^= xor
     path.write_bytes(bytes(data))
     assert_total(path)
+
+
+def test_a_sum_that_overflows_is_not_taken_for_a_non_finite_tensor() -> None:
+    """The fast check sums each chunk; finite values whose sum overflows (3e38 x 5M in float32)
+    go on to the exact check and pass, while one NaN or infinity anywhere still fails."""
+    import torch
+
+    from cockpit.services.custody.loadcheck import tensor_finite
+
+    for dtype, big in ((torch.float32, 3e38), (torch.float16, 6e4), (torch.bfloat16, 3e38),
+                       (torch.float64, 1e308)):
+        tensor = torch.full((5_000_000,), big, dtype=dtype)
+        assert tensor_finite(tensor) == (True, 5_000_000), dtype
+        for bad in (float("nan"), float("inf"), float("-inf")):
+            tensor[4_321_000] = bad
+            assert tensor_finite(tensor)[0] is False, (dtype, bad)
+            tensor[4_321_000] = big
