@@ -122,8 +122,7 @@ def _cells(tracker: HostTracker) -> list[Judgement]:
 
 
 def _failed(tracker: HostTracker, cell: CellView) -> Judgement:
-    events = tracker.failures.for_cell(cell.name)
-    cause = min(events, key=lambda e: (not e.severe, e.first_at)) if events else None
+    cause = tracker.failures.cause(cell.name)  # evidence order, as everywhere a cause is named
     if cause is None or cause.klass == "unclassified":
         return Judgement("failed", f"{cell.name} failed exit={cell.exit_code}",
                          f"Read {cell.name}.log (the per-run log, not the master log).",

@@ -576,8 +576,7 @@ class CockpitApp(App[int]):
 
     def cause_of(self, name: str, cell: str) -> FailureCause | None:
         """The classified failure of a cell as the live failure log saw it (rule, class, line)."""
-        events = self.trackers[name].failures.for_cell(cell)
-        event = min(events, key=lambda e: (not e.severe, e.first_at)) if events else None
+        event = self.trackers[name].failures.cause(cell)
         if event is None:
             return None
         return FailureCause(event.rule_id, event.klass, event.title, event.message)
