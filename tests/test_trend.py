@@ -68,7 +68,7 @@ async def test_the_box_screen_trend_spans_the_run_kept_in_the_store(tmp_path: Pa
         assert isinstance(screen, BoxScreen)
         label = str(screen.query_one("#spark-head-gpu", PlainStatic).render())
         assert "whole run" in label, label
-        trend, scope = app.gpu_trend("a1", 0, 60)
+        trend, scope = app.trend("a1", metric_gpu_util(0), [], 60)
         assert scope == "whole run" and trend.axis() == ("-10h", "-5h", "now")
         line = str(screen.query_one("#spark-gpu0-util", PlainStatic).render())
         assert line.startswith("gpu0 util") and set(line[12:].strip()) <= set("▁▂▃▄▅▆▇█ ")

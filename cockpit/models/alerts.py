@@ -47,6 +47,11 @@ class Alert:
     text: str
     detail: str = ""
 
+    @property
+    def cell(self) -> str:
+        """The cell this alert is about ("" for a box-wide one): a failed cell's key names it."""
+        return self.key[2] if self.kind == "cell-failed" and len(self.key) > 2 else ""
+
     def payload(self, sweep: str) -> dict[str, str]:
         """The JSON body a webhook receives."""
         return {"sweep": sweep, "instance": self.instance, "kind": self.kind, "text": self.text,

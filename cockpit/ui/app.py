@@ -333,15 +333,6 @@ class CockpitApp(App[int]):
                 self.history_error = visible(f"{type(exc).__name__}: {exc}"[:200])
         return merge(stored, self.monitor.session_history(instance))
 
-    def gpu_trend(self, name: str, index: int, columns: int) -> tuple[Trend, str]:
-        """GPU `index`'s utilisation on box `name` over the whole run (the store's samples,
-        then this session's) resampled to `columns`, and where it comes from in words."""
-        from cockpit.services.store.db import metric_gpu_util
-
-        series = self.trackers[name].gpu_util.get(index)
-        return self.trend(name, metric_gpu_util(index),
-                          list(series.points) if series is not None else [], columns)
-
     def trend(self, name: str, metric: str, live: list[tuple[float, float]],
               columns: int, start: float | None = None) -> tuple[Trend, str]:
         """One of box `name`'s store series (a percentage) over the whole run, then this

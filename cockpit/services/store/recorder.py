@@ -86,10 +86,6 @@ class _Pending:
     base: bool
 
 
-def _cell_of(alert: Alert) -> str:
-    return alert.key[2] if alert.kind == "cell-failed" and len(alert.key) > 2 else ""
-
-
 def _parse_time(text: object) -> float | None:
     if not isinstance(text, str):
         return None
@@ -139,7 +135,7 @@ class TrackerRecorder:
                 self._box(name, tracker, now)
             for alert in fresh:
                 aid = self.store.alert(alert.key, alert.instance, alert.kind, alert.text, now,
-                                       cell=_cell_of(alert), detail=alert.detail)
+                                       cell=alert.cell, detail=alert.detail)
                 self._alert_ids[alert.key] = aid
                 while len(self._alert_ids) > MAX_ALERT_IDS:
                     self._alert_ids.popitem(last=False)

@@ -46,11 +46,6 @@ MAX_ERROR_TEXT = 300
 """Characters kept of an event that failed to be absorbed (it may quote a box's text)."""
 
 
-def alert_cell(alert: Alert) -> str:
-    """The cell an alert is about ("" for a box-wide one): a failed cell's key names it."""
-    return alert.key[2] if alert.kind == "cell-failed" and len(alert.key) > 2 else ""
-
-
 class Recorder(Protocol):
     """Where the monitor writes what happened (the durable store)."""
 
@@ -233,7 +228,7 @@ class Monitor:
 
     def session_history(self, instance: str | None = None) -> list[HistoryItem]:
         """This session's alerts as history items (newest first), optionally for one box."""
-        return [HistoryItem(at, a.instance, a.kind, a.text, cell=alert_cell(a), detail=a.detail)
+        return [HistoryItem(at, a.instance, a.kind, a.text, cell=a.cell, detail=a.detail)
                 for at, a in reversed(self.fired) if instance is None or a.instance == instance]
 
     async def _send(self, alert: Alert) -> Sequence[ChannelResult]:
