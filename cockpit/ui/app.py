@@ -214,11 +214,9 @@ class CockpitApp(App[int]):
 
     def platform_clients(self) -> list[PlatformClient]:
         """Read-only clients of the platforms this sweep's boxes are on."""
-        from cockpit.services.platforms import clients_for_sweep
+        from cockpit.services.platforms import sweep_clients
 
-        return clients_for_sweep(((t.profile.platform, t.instance.instance_id)
-                                  for t in self.trackers.values()),
-                                 api=self.loaded.sweep.platform_api)
+        return sweep_clients(self.loaded)
 
     @work(exclusive=True, group="platforms", exit_on_error=False)
     async def poll_platforms(self) -> None:

@@ -29,7 +29,7 @@ from cockpit.models.billing import (
 )
 from cockpit.models.durations import format_duration
 from cockpit.models.text import remote_text, visible
-from cockpit.services.platforms import clients_for_sweep, next_poll_s, poll_all
+from cockpit.services.platforms import next_poll_s, poll_all
 from cockpit.services.platforms.base import PlatformClient
 from cockpit.ui.base import CockpitScreen
 from cockpit.ui.fleet import KeyedTable, upsert_row
@@ -65,9 +65,7 @@ class BillingScreen(CockpitScreen):
         for column in BILLING_COLUMNS:
             table.add_column(column, key=column)
         if self._clients is None:
-            self._clients = clients_for_sweep(((t.profile.platform, t.instance.instance_id)
-                                               for t in self.cockpit.trackers.values()),
-                                              api=self.cockpit.loaded.sweep.platform_api)
+            self._clients = self.cockpit.platform_clients()
         self.set_interval(1.0, self.redraw)
         self.redraw()
         table.focus()

@@ -108,6 +108,12 @@ async def poll_all(clients: Iterable[PlatformClient], previous: Mapping[str, Pla
     return {t.platform: carry_since(previous.get(t.platform), t) for t in results}
 
 
+def sweep_clients(loaded: LoadedSweep) -> list[PlatformClient]:
+    """The clients for a loaded sweep's boxes, with its loopback `platform_api` overrides."""
+    return clients_for_sweep(((loaded.profiles[i.profile].platform, i.instance_id)
+                              for i in loaded.sweep.instances), api=loaded.sweep.platform_api)
+
+
 async def headless_bill(loaded: LoadedSweep, *, offline: bool = False,
                         now: float | None = None) -> SweepBill:
     """The sweep's bill without any SSH (`cockpit billing`, the MCP `billing` tool): every box
@@ -128,6 +134,5 @@ async def headless_bill(loaded: LoadedSweep, *, offline: bool = False,
         ids[inst.name] = (profile.platform, inst.instance_id)
     truths: dict[str, PlatformTruth] = {}
     if not offline:
-        clients = clients_for_sweep(ids.values(), api=loaded.sweep.platform_api)
-        truths = await poll_all(clients, {}, when)
+        truths = await poll_all(sweep_clients(loaded), {}, when)
     return build_bill(rows, ids, truths, when)

@@ -170,11 +170,9 @@ class Watch:
 
     def _clients(self) -> list[Any]:
         """Read-only clients of the platforms this sweep's boxes are on (money alerts)."""
-        from cockpit.services.platforms import clients_for_sweep
+        from cockpit.services.platforms import sweep_clients
 
-        return clients_for_sweep(((self.loaded.profiles[i.profile].platform, i.instance_id)
-                                  for i in self.loaded.sweep.instances),
-                                 api=self.loaded.sweep.platform_api)
+        return sweep_clients(self.loaded)
 
     def _open_store(self, loaded: LoadedSweep) -> None:
         if self.open_store is None:
