@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -42,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -447,6 +448,31 @@ async def cold_unoverlapped(folder: Path, state: RemoteState, cells: tuple[str, 
     return took
 
 
+def default_threads_worker(quiet: bool) -> None:
+    """The verification workers' start-up before the fix: silence, import torch, and leave
+    torch's thread count at its default (one OpenMP thread per core, in every worker)."""
+    if quiet:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.dup2(null, 2)
+        os.close(null)
+    import torch  # noqa: F401
+
+
+@contextlib.contextmanager
+def default_threads_pool() -> Iterator[None]:
+    """Within this block `make_pool()` starts workers as before the fix (the baseline side):
+    each worker's torch keeps one thread per core, so N workers run N x cores threads."""
+    from cockpit.services.custody import verify
+
+    saved = verify.warm_worker
+    verify.warm_worker = default_threads_worker
+    try:
+        yield
+    finally:
+        verify.warm_worker = saved
+
+
 def pool_startup(trivial: Path) -> float:
     """make_pool() to the first result of a trivial call (hash + parse a tiny JSON file)."""
     from cockpit.services.custody.loadcheck import check_file
@@ -478,7 +504,8 @@ def verify_bench(args: argparse.Namespace, root: Path) -> tuple[dict[str, Any], 
           f"(reads them all once: page cache warm) {manifest_s:.2f} s; make_pool() default: "
           f"{workers} workers on {os.cpu_count()} cores")
     times: dict[str, list[float]] = {"cold": [], "warm": [], "startup": [], "A": [], "B": [],
-                                     "manifest": [], "nooverlap": []}
+                                     "manifest": [], "nooverlap": [], "spawn": [],
+                                     "spawn_nooverlap": []}
     summaries: list[str] = []
     counts: list[tuple[int, int]] = []
 
@@ -490,6 +517,13 @@ def verify_bench(args: argparse.Namespace, root: Path) -> tuple[dict[str, Any], 
         summaries.append(text)
         times["nooverlap"].append(asyncio.run(cold_unoverlapped(folder, state, cells)))
 
+    def run_spawn() -> None:
+        with default_threads_pool():
+            cold_s, _, _, _, text = asyncio.run(cockpit_verify(folder, cells))
+            times["spawn"].append(cold_s)
+            summaries.append(text)
+            times["spawn_nooverlap"].append(asyncio.run(cold_unoverlapped(folder, state, cells)))
+
     def run_a() -> None:
         took, seen = timed(lambda: baseline_hash(paths))
         times["A"].append(took)
@@ -500,15 +534,16 @@ def verify_bench(args: argparse.Namespace, root: Path) -> tuple[dict[str, Any], 
         times["B"].append(took)
         counts.append((total, tensors))
 
-    sides = [run_cockpit, run_a, run_b]
+    sides = [run_cockpit, run_spawn, run_a, run_b]
     for round_no in range(args.repeat):
-        for side in sides[round_no % 3:] + sides[:round_no % 3]:
+        for side in sides[round_no % 4:] + sides[:round_no % 4]:
             side()
         times["startup"].append(pool_startup(folder / "cell0" / "best_metrics.json"))
         cold_s, warm_s, startup_s, a_s, b_s = (times[k][-1] for k in ("cold", "warm", "startup", "A", "B"))
         print(f"  round {round_no + 1}: cockpit {cold_s:.2f} s after a "
               f"{times['manifest'][-1]:.2f} s manifest "
-              f"(warm pool {warm_s:.2f} s; no overlap {times['nooverlap'][-1]:.2f} s), pool start-up "
+              f"(warm pool {warm_s:.2f} s; no overlap {times['nooverlap'][-1]:.2f} s; spawned "
+              f"workers {times['spawn'][-1]:.2f} s), pool start-up "
               f"{startup_s:.2f} s, hashlib {a_s:.2f} s, hash + torch.load {b_s:.2f} s")
     for text in summaries:
         if text != f"{CKPT_CELLS}/{CKPT_CELLS} loaded":
@@ -519,7 +554,8 @@ def verify_bench(args: argparse.Namespace, root: Path) -> tuple[dict[str, Any], 
         print(f"MISMATCH: baselines (bytes read, tensors loaded) {counts}, expected "
               f"{(total, CKPT_CELLS * TENSORS_PER_CKPT)}")
     best = {key: min(values) for key, values in times.items()}
-    rate = {key: total / best[key] / GB for key in ("cold", "warm", "A", "B", "nooverlap")}
+    rate = {key: total / best[key] / GB for key in ("cold", "warm", "A", "B", "nooverlap", "spawn",
+                                                     "spawn_nooverlap")}
     print()
     print(f"verify {CKPT_CELLS} checkpoints + metrics, {total / GB:.2f} GB from the page cache, "
           f"best of {args.repeat}")
@@ -530,6 +566,8 @@ def verify_bench(args: argparse.Namespace, root: Path) -> tuple[dict[str, Any], 
     print(f"  {'  of which pool start-up':<36} {best['startup']:6.2f} s            "
           f"(make_pool() to the first result of a trivial call, no torch)")
     print(f"  {'cockpit verify_pulled, warm pool':<36} {best['warm']:6.2f} s {rate['warm']:6.2f} GB/s")
+    print(f"  {'before: default torch threads, cold':<36} {best['spawn']:6.2f} s {rate['spawn']:6.2f} GB/s   "
+          f"(a thread per core in each worker; made just before: {best['spawn_nooverlap']:.2f} s)")
     print(f"  {'A: hashlib.sha256, one process':<36} {best['A']:6.2f} s {rate['A']:6.2f} GB/s   "
           f"(1 MiB reads, no load)")
     print(f"  {'B: hash + torch.load, one process':<36} {best['B']:6.2f} s {rate['B']:6.2f} GB/s   "
@@ -538,6 +576,10 @@ def verify_bench(args: argparse.Namespace, root: Path) -> tuple[dict[str, Any], 
           f"{rate['warm'] / rate['A']:.2f}x; pool made just before {rate['nooverlap'] / rate['A']:.2f}x)   "
           f"cockpit / B: {rate['cold'] / rate['B']:.2f}x "
           f"(warm pool {rate['warm'] / rate['B']:.2f}x)")
+    print(f"  before (default torch threads) / A: {rate['spawn'] / rate['A']:.2f}x cold, "
+          f"{rate['spawn_nooverlap'] / rate['A']:.2f}x made just before; cockpit / before: "
+          f"{rate['cold'] / rate['spawn']:.2f}x cold, {rate['nooverlap'] / rate['spawn_nooverlap']:.2f}x "
+          f"made just before")
     return {"best": best, "rate": rate, "total": total, "workers": workers}, ok
 
 
@@ -580,6 +622,9 @@ def summary(part1: dict[str, Any] | None, part2: dict[str, Any] | None) -> None:
         print(f"| A: one `hashlib.sha256` pass, one process | {best['A']:.2f} s | {rate['A']:.2f} GB/s |")
         print(f"| B: hash + `torch.load(weights_only=True)`, one process | {best['B']:.2f} s "
               f"| {rate['B']:.2f} GB/s |")
+        print(f"| before: workers at torch's default threads, cold | {best['spawn']:.2f} s "
+              f"| {rate['spawn']:.2f} GB/s |")
+        print(f"| before / A | | {rate['spawn'] / rate['A']:.2f}x |")
         print(f"| cockpit / A (warm pool) | | {rate['cold'] / rate['A']:.2f}x "
               f"({rate['warm'] / rate['A']:.2f}x) |")
         print(f"| cockpit / B (warm pool) | | {rate['cold'] / rate['B']:.2f}x "

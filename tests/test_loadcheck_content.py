@@ -350,6 +350,16 @@ def test_files_through_the_real_spawned_pool(tmp_path: Path, bomb: Path) -> None
     assert checks[1].reason == "tensor 'fc.weight' has NaN/inf values"
     assert "nested too deeply" in checks[2].reason
     assert "has dtype a list" in checks[3].reason
+    # The pool is the parallelism: each worker's torch runs one thread. At torch's default
+    # (a thread per core in every worker) two workers on two cores oversubscribed the CPU and
+    # the finite check ran ~60x slower (bench.pull_verify, issue 20).
+    with make_pool(2) as pool:
+        assert set(pool.map(torch_threads, range(4))) == {1}
+
+
+def torch_threads(_: int) -> int:
+    """How many intra-op threads torch uses in the process that runs this."""
+    return int(torch.get_num_threads())
 
 
 JSONISH = st.recursive(
