@@ -361,3 +361,63 @@ AttributeError: 'NoneType' object has no attribute 'to'
 """
     found = classify_bytes(RULEBOOK, [stamped])
     assert [(f.rule.id, f.exception, f.line_no) for f in found] == [("PY", "KeyError", 5)]
+
+
+@pytest.mark.parametrize(("line", "rule", "klass"), [
+    # argparse refusing the launch command (a wrong flag, a launcher that injects --local_rank)
+    ("train.py: error: unrecognized arguments: --local_rank=0", "CLI-ARGS", "ops"),
+    ("iColoriT training scripts: error: unrecognized arguments: --local-rank=0", "CLI-ARGS", "ops"),
+    ("train.py: error: the following arguments are required: --data", "CLI-ARGS", "ops"),
+    # Hydra / OmegaConf rejecting the config
+    ("omegaconf.errors.ConfigAttributeError: Key 'min_lr' is not in struct", "CONFIG", "ops"),
+    ("Error merging 'config' with schema", "CONFIG", "ops"),
+    # installed versions that lack a name the code imports
+    ("ImportError: cannot import name 'Trainer' from 'transformers' (unknown location)", "IMPORT-VERSION", "environment"),
+    ("cannot import name 'builder' from 'google.protobuf.internal' (/x/google/protobuf/internal/__init__.py)", "IMPORT-VERSION", "environment"),
+    # the hub's connection failure in both wordings, a notebook traceback named by a network error
+    ("huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the file on the Hub and we cannot find the requested files in the local cache. Please check your connection and try again or make sure your Internet connection is on.", "NET", "probabilistic"),
+    ("TimeoutError                              Traceback (most recent call last)", "NET", "probabilistic"),
+    ("aiohttp.client_exceptions.ClientConnectorError: Cannot connect to host huggingface.co:443 ssl:default", "NET", "probabilistic"),
+    # Slurm requeue and submitit's time-out
+    ("slurmstepd: error: *** JOB 608 ON SERVER_NAME CANCELLED AT 2022-08-12T02:06:12 DUE TO JOB REQUEUE ***", "SLURM-PREEMPTED", "probabilistic"),
+    ("submitit WARNING (2021-03-31 21:08:23,557) - Caught signal SIGUSR1 on learnfair0001: this job is timed-out.", "SLURM-TIMEOUT", "ops"),
+])
+def test_issue_17_families_of_collector_d(line: str, rule: str, klass: str) -> None:
+    found = RULEBOOK.match_line(line.encode())
+    assert found is not None and (found.id, found.klass) == (rule, klass), line
+
+
+@pytest.mark.parametrize("line", [
+    # a CRLF script's value: U26 names it, not the command line
+    "train.py: error: argument --epochs: invalid int value: '20\\r'",
+    "usage: train.py [-h] --train-dir TRAIN_DIR [--val-dir VAL_DIR]",
+    # the program's own import cycle is a bug, not the environment (a traceback names it)
+    "ImportError: cannot import name 'Model' from partially initialized module 'models' (most likely due to a circular import)",
+    # offline mode without a cached file is a configuration, not a network failure
+    "huggingface_hub.utils._errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' to False.",
+    "submitit INFO (2021-04-01 02:26:27,643) - Job has not timed out. Ran 61 minutes out of requested 120 minutes.",
+    "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken by 'NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new connection: [Errno 110] Connection timed out')': /whl/torch_stable.html",
+    "Eval Char error rate=0.7037084, Word error rate=3.0769231",
+])
+def test_look_alikes_of_collector_d_families_are_not_those_events(line: str) -> None:
+    found = RULEBOOK.match_line(line.encode())
+    assert found is None or found.id == "U26", (line, found and found.id)
+
+
+def test_an_error_inside_deepspeeds_stop_handler_is_a_stop_from_outside() -> None:
+    log = b"""[2023-05-30 20:29:14,854] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 19380
+    main()
+  File "/opt/conda/lib/python3.8/site-packages/deepspeed/launcher/runner.py", line 556, in main
+    result.wait()
+  File "/opt/conda/lib/python3.8/subprocess.py", line 1764, in _try_wait
+    (pid, sts) = os.waitpid(self.pid, wait_flags)
+  File "/opt/conda/lib/python3.8/site-packages/deepspeed/launcher/runner.py", line 548, in sigkill_handler
+    result_kill = subprocess.Popen(kill_cmd, env=env)
+NameError: free variable 'kill_cmd' referenced before assignment in enclosing scope
+"""
+    verdict = classify_excerpt(RULEBOOK, log)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("SIGINT-HANDLER", "ops")
+    # The same NameError anywhere else is the program's bug.
+    other = log.replace(b"in sigkill_handler", b"in main")
+    verdict = classify_excerpt(RULEBOOK, other)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PY", "real-bug")
