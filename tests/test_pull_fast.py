@@ -147,6 +147,42 @@ async def test_a_cut_leaves_only_a_part_and_the_resume_moves_only_the_missing_by
         await remote.close()
 
 
+async def test_writeback_is_started_in_order_over_flushed_bytes_and_resumes_at_the_part(
+        sshd: Sshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The kernel's writeback is started every WRITEBACK_EVERY bytes (so the fsync before the
+    # rename waits for little): each range follows the last, covers bytes already handed to
+    # the kernel, and a resumed pull starts its ranges at the part's end, never before it.
+    calls: list[tuple[int, int, int]] = []
+
+    def record(fd: int, offset: int, count: int, flags: int) -> int:
+        calls.append((offset, count, os.fstat(fd).st_size))
+        assert flags == pull_mod.SYNC_FILE_RANGE_WRITE
+        return 0
+
+    monkeypatch.setattr(pull_mod, "WRITEBACK_EVERY", 4 << 20)
+    monkeypatch.setattr(pull_mod, "_sync_file_range", lambda: record)
+    remote, manifest, _ = await setup(sshd, tmp_path, small=0)
+    dest = tmp_path / "pulled"
+    entry = next(f for f in manifest.files if f.path == "weights.bin")
+    try:
+        remote.fail_at = 17 << 20
+        assert not (await pull(remote, manifest, dest)).ok
+        kept = part_path(local_path(dest, entry)).stat().st_size
+        first, calls[:] = list(calls), []
+        remote.fail_at = None
+        assert (await pull(remote, manifest, dest)).ok
+        for run, start in ((first, 0), (calls, kept)):
+            assert run, "no writeback was started"
+            assert run[0][0] == start
+            for (offset, count, size), following in zip(run, [*run[1:], None], strict=True):
+                assert count >= 4 << 20 and offset + count <= size
+                if following is not None:
+                    assert following[0] == offset + count
+        assert finals(dest) == {"cellA/weights.bin": entry.sha256}
+    finally:
+        await remote.close()
+
+
 async def test_a_remote_file_changed_after_the_manifest_is_refused(sshd: Sshd, tmp_path: Path) -> None:
     remote, manifest, durable = await setup(sshd, tmp_path, small=3)
     dest = tmp_path / "pulled"
@@ -252,3 +288,14 @@ def test_start_workers_starts_every_worker_at_once() -> None:
     with make_pool(2) as pool:
         start_workers(pool)
         assert len(pool._processes) == 2  # not one now and one at the first check
+
+
+@pytest.mark.skipif(not os.uname().sysname == "Linux", reason="sync_file_range is Linux-only")
+def test_sync_file_range_is_found_and_accepts_a_written_range(tmp_path: Path) -> None:
+    function = pull_mod._sync_file_range()
+    assert function is not None
+    path = tmp_path / "f"
+    with path.open("wb") as out:
+        out.write(b"x" * 100_000)
+        out.flush()
+        assert function(out.fileno(), 0, 100_000, pull_mod.SYNC_FILE_RANGE_WRITE) == 0
