@@ -381,6 +381,22 @@ AttributeError: 'NoneType' object has no attribute 'to'
     # Slurm requeue and submitit's time-out
     ("slurmstepd: error: *** JOB 608 ON SERVER_NAME CANCELLED AT 2022-08-12T02:06:12 DUE TO JOB REQUEUE ***", "SLURM-PREEMPTED", "probabilistic"),
     ("submitit WARNING (2021-03-31 21:08:23,557) - Caught signal SIGUSR1 on learnfair0001: this job is timed-out.", "SLURM-TIMEOUT", "ops"),
+    # other schedulers' memory and walltime kills, older Slurm's memory kill
+    ("slurmstepd: error: Job 2381234 exceeded memory limit (8392704 > 8388608), being killed", "SLURM4", "host-oom"),
+    ("=>> PBS: job killed: mem 33554432kb exceeded limit 33554432kb", "SLURM4", "host-oom"),
+    ("TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.", "SLURM4", "host-oom"),
+    ("=>> PBS: job killed: walltime 86410 exceeded limit 86400", "SLURM-TIMEOUT", "ops"),
+    # a signal a launcher or the shell reports
+    ("torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL", "U9", "host-oom"),
+    ("srun: error: gpu-node-3: task 0: Killed", "U9", "host-oom"),
+    ("[1]+  Terminated              nohup python train.py > log.txt 2>&1", "SIGTERM", "ops"),
+    ("Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
+    # builds and binary wheels that do not match the machine
+    ("Failed to initialize NVML: Driver/library version mismatch", "U28", "environment"),
+    ("nvcc fatal   : Unsupported gpu architecture 'compute_89'", "U28", "environment"),
+    ("A module that was compiled using NumPy 1.x cannot be run in", "IMPORT-VERSION", "environment"),
+    ("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", "NO-DRIVER", "environment"),
+    ("Pod was terminated in response to imminent node shutdown.", "PREEMPT", "probabilistic"),
 ])
 def test_issue_17_families_of_collector_d(line: str, rule: str, klass: str) -> None:
     found = RULEBOOK.match_line(line.encode())
@@ -421,3 +437,17 @@ NameError: free variable 'kill_cmd' referenced before assignment in enclosing sc
     other = log.replace(b"in sigkill_handler", b"in main")
     verdict = classify_excerpt(RULEBOOK, other)
     assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PY", "real-bug")
+
+
+def test_an_exception_followed_by_its_own_message_lines_still_ends_the_excerpt() -> None:
+    # torch's appendix under every CUDA error, or an indented message, is part of the exception.
+    cuda = b"""epoch 3 step 200 loss 0.41
+RuntimeError: CUDA error: invalid argument
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1.
+Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
+"""
+    verdict = classify_excerpt(RULEBOOK, cuda)
+    assert verdict is not None and (verdict.rule.id, verdict.line_no) == ("PY", 2)
+    # The run went on after it: a handled error it printed, as before.
+    assert classify_excerpt(RULEBOOK, cuda + b"epoch 3 step 201 loss 0.40\n") is None

@@ -419,6 +419,11 @@ _EPILOGUE_RE = re.compile(
     rb"error in atexit|hydra_full_error)")
 """What may follow a fatal exception at an excerpt's end: a blank line, a shell prompt, the
 launcher's exit notice, the tracker's closing lines."""
+_CONTINUATION_RE = re.compile(
+    rb"^\s|^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing "
+    rb"CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`|Search for `cuda\w+' in )")
+"""What belongs to the exception line above it: an indented message line (`    full_key: ...`)
+or the appendix torch prints under every CUDA error. Read past it to the exception line."""
 
 
 def _final_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
@@ -435,7 +440,7 @@ def _final_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
             found = classify_bytes(rulebook, [_HEADER + b"\n" + line + b"\n"])
             return [Finding(f.rule, total - back, f.excerpt, f.frame, f.exception)
                     for f in found]
-        if not _EPILOGUE_RE.search(line):
+        if not _EPILOGUE_RE.search(line) and not _CONTINUATION_RE.match(raw):
             break  # the run went on after it: a handled error it printed
     return []
 
