@@ -397,6 +397,11 @@ AttributeError: 'NoneType' object has no attribute 'to'
     ("A module that was compiled using NumPy 1.x cannot be run in", "IMPORT-VERSION", "environment"),
     ("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", "NO-DRIVER", "environment"),
     ("Pod was terminated in response to imminent node shutdown.", "PREEMPT", "probabilistic"),
+    # torchrun's root-cause block for the other signals: SIGBUS is /dev/shm, SIGSEGV a native crash
+    ("  exitcode  : -7 (pid: 1234)", "DP15", "environment"),
+    ("Bus error (core dumped)", "DP15", "environment"),
+    ("  traceback : Signal 11 (SIGSEGV) received by PID 1234", "SEGV", "real-bug"),
+    ("  traceback : Signal 6 (SIGABRT) received by PID 1234", "ABORT", "real-bug"),
 ])
 def test_issue_17_families_of_collector_d(line: str, rule: str, klass: str) -> None:
     found = RULEBOOK.match_line(line.encode())
@@ -451,3 +456,35 @@ Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
     assert verdict is not None and (verdict.rule.id, verdict.line_no) == ("PY", 2)
     # The run went on after it: a handled error it printed, as before.
     assert classify_excerpt(RULEBOOK, cuda + b"epoch 3 step 201 loss 0.40\n") is None
+
+
+def test_a_native_abort_names_the_run_only_when_nothing_else_does() -> None:
+    watchdog = b"""[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE) ran for 600020 milliseconds before timing out.
+Aborted (core dumped)
+"""
+    verdict = classify_excerpt(RULEBOOK, watchdog)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("MN3", "probabilistic")
+    verdict = classify_excerpt(RULEBOOK, watchdog.split(b"\n", 1)[1])
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("ABORT", "real-bug")
+
+
+def test_a_notebook_traceback_is_named_by_its_ipython_header() -> None:
+    interrupted = b"""---------------------------------------------------------------------------
+KeyboardInterrupt                         Traceback (most recent call last)
+<ipython-input-3-4dd6bfff15e9> in <module>
+----> 1 trainer.train()
+"""
+    verdict = classify_excerpt(RULEBOOK, interrupted)
+    assert verdict is not None and (verdict.rule.id, verdict.klass, verdict.line_no) == (
+        "INT", "ops", 2)
+    # The exception line below the header, when present, is what is judged.
+    keyerror = b"""KeyError                                  Traceback (most recent call last)
+Cell In[5], line 1
+----> 1 x = batch['label']
+
+KeyError: 'label'
+next cell output
+"""
+    verdict = classify_excerpt(RULEBOOK, keyerror)
+    assert verdict is not None and (verdict.rule.id, verdict.line_no) == ("PY", 5)
+    assert classify_excerpt(RULEBOOK, b"Traceback (most recent call last) is how Python starts one\n") is None

@@ -445,13 +445,42 @@ def _final_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
     return []
 
 
+_IPYTHON_HEADER_RE = re.compile(
+    rb"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit))\s{2,}Traceback \(most recent "
+    rb"call last\)", re.MULTILINE)
+"""IPython's traceback header names the exception that ended the cell before its frames:
+`KeyError                                  Traceback (most recent call last)`."""
+
+
+def _notebook_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
+    """An excerpt that holds no event but shows IPython's traceback header died of the
+    exception the header names (a notebook cell; the stream classifier does not read this
+    format). Judged as that traceback's exception line: the `Type: message` line below the
+    header when the excerpt has it, else the bare type, so a specific rule still wins over the
+    generic one (`KeyboardInterrupt` is a stop by hand, `ModuleNotFoundError` the env)."""
+    body = data.replace(b"\r\n", b"\n")
+    headers = list(_IPYTHON_HEADER_RE.finditer(body))
+    if not headers:
+        return []
+    last = headers[-1]
+    kind = last["type"]
+    line, at = kind, last.start()
+    for match in re.finditer(rb"^" + re.escape(kind) + rb"(?::[^\n]*)?$", body[last.end():],
+                             re.MULTILINE):
+        line, at = match.group(0), last.end() + match.start()
+    found = classify_bytes(rulebook, [_HEADER + b"\n" + line.strip() + b"\n"])
+    line_no = body.count(b"\n", 0, at) + 1
+    return [Finding(f.rule, line_no, f.excerpt, f.frame, f.exception) for f in found]
+
+
 def classify_excerpt(rulebook: Rulebook, data: bytes, exit_code: int | None = None,
                      runner_known: bool = False) -> Verdict | None:
     """One verdict for a whole log excerpt: its primary cause, or None when it is clean.
 
     `exit_code` (with `runner_known`, see `Rulebook.for_exit`) names the run only when the
     log holds no event at all: a bare code from an unknown runner says nothing."""
-    cause = primary_cause(classify_bytes(rulebook, [data]) or _final_exception(rulebook, data))
+    cause = primary_cause(classify_bytes(rulebook, [data]) or _final_exception(rulebook, data)
+                          or _notebook_exception(rulebook, data))
     if cause is not None:
         return Verdict(cause.rule, cause.line_no, cause.excerpt, cause)
     if exit_code:
