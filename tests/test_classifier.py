@@ -402,6 +402,15 @@ AttributeError: 'NoneType' object has no attribute 'to'
     ("Bus error (core dumped)", "DP15", "environment"),
     ("  traceback : Signal 11 (SIGSEGV) received by PID 1234", "SEGV", "real-bug"),
     ("  traceback : Signal 6 (SIGABRT) received by PID 1234", "ABORT", "real-bug"),
+    # torch's own initialisation warning names a driver state, not the code
+    ("UserWarning: CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after program start. Setting the available devices to be zero.", "NO-DRIVER", "environment"),
+    ("RuntimeError: cuda runtime error (999) : unknown error at /pytorch/aten/src/THC/THCGeneral.cpp:47", "GPU-LOST", "hardware"),
+    # peers that never arrived, object stores out of reach
+    ("RuntimeError: Timed out initializing process group in store based barrier on rank: 3, for key: store_based_barrier_key:1 (world_size=8, worker_count=4, timeout=0:30:00)", "NCCL-PEER", "probabilistic"),
+    ("botocore.exceptions.EndpointConnectionError: Could not connect to the endpoint URL: \"https://s3.amazonaws.com/bucket\"", "NET", "probabilistic"),
+    # a CUDA kernel's own assertion is the bad index, a GPU too old for the kernel is the machine
+    ("../aten/src/ATen/native/cuda/Indexing.cu:1141: indexSelectLargeIndex: block: [0,0,0], thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.", "O14", "real-bug"),
+    ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "U28", "environment"),
 ])
 def test_issue_17_families_of_collector_d(line: str, rule: str, klass: str) -> None:
     found = RULEBOOK.match_line(line.encode())
