@@ -290,7 +290,7 @@ def test_start_workers_starts_every_worker_at_once() -> None:
         assert len(pool._processes) == 2  # not one now and one at the first check
 
 
-@pytest.mark.skipif(not os.uname().sysname == "Linux", reason="sync_file_range is Linux-only")
+@pytest.mark.skipif(os.uname().sysname != "Linux", reason="sync_file_range is Linux-only")
 def test_sync_file_range_is_found_and_accepts_a_written_range(tmp_path: Path) -> None:
     function = pull_mod._sync_file_range()
     assert function is not None
