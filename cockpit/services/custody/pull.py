@@ -37,9 +37,7 @@ from cockpit.models.custody import (
     cell_evidence,
     plain_path,
 )
-from cockpit.services.transport import sshpipe
-from cockpit.services.transport.remote import Box, RemoteFile, SshBox
-from cockpit.services.transport.sshpipe import PipeBroken, PipeUnavailable, ShortRemote
+from cockpit.services.transport.remote import Box, RemoteFile
 
 PART_SUFFIX = ".cockpit-part"
 CHUNK = 8 << 20
@@ -63,9 +61,6 @@ sat in the page cache as dirty pages until the fsync before its rename, which th
 all of it; the writer was throttled meanwhile. Measured side by side (`bench.pull_designs`)."""
 SYNC_FILE_RANGE_WRITE = 2
 """`SYNC_FILE_RANGE_WRITE` from <fcntl.h>: start writeback of the range's dirty pages, don't wait."""
-PIPE_POLL_S = 0.2
-"""Seconds between two looks at a system-ssh transfer's progress (for the UI and the stall
-watch); the bytes themselves never wait for it."""
 SETTLE_S = 2.0
 """Seconds a failed file's reads still in flight may take to end before they are cancelled."""
 PARALLEL_FILES = 8
@@ -413,63 +408,6 @@ async def _transfer(source: RemoteFile, sink: _Sink, offset: int, entry: FileEnt
     return moved
 
 
-async def _pipe_file(box: Box, remote: str, part: Path, digest: Any, offset: int,
-                     entry: FileEntry, progress: PullProgress | None,
-                     on_progress: Callable[[PullProgress], None] | None) -> int | None:
-    """Append the rest of the file to `part` through the system ssh client where the box
-    offers it (`SshBox.open_stream`: a large file over a fast link), fsynced; the bytes
-    moved, or None to use SFTP (not offered, or the client failed before its first byte:
-    then it is not tried again on this box)."""
-    if not isinstance(box, SshBox):
-        return None
-    pipe = await box.open_stream(remote, offset, entry.size - offset)
-    if pipe is None:
-        return None
-    counted = 0
-
-    def count() -> None:
-        nonlocal counted
-        step, counted = pipe.moved - counted, pipe.moved
-        if progress is not None and step:
-            progress.done += step
-            progress.moved += step
-            if on_progress is not None:
-                on_progress(progress)
-
-    try:
-        with part.open("ab") as out:
-            sink = _Sink(out, digest, offset)
-            task = asyncio.ensure_future(asyncio.to_thread(pipe.run, sink.store))
-            try:
-                quiet_since = time.monotonic()
-                while not task.done():
-                    await asyncio.wait({task}, timeout=PIPE_POLL_S)
-                    before = counted
-                    count()
-                    if counted != before:
-                        quiet_since = time.monotonic()
-                    elif time.monotonic() - quiet_since > sshpipe.STALL_S:
-                        pipe.stop()  # the thread then ends with PipeBroken
-                await task
-            finally:
-                pipe.stop()
-                # Never leave the thread writing behind a closed file (the client is dead,
-                # so the thread ends at once); the cancellation, if any, goes on after.
-                await asyncio.shield(asyncio.wait({task}))
-                count()
-            out.flush()
-            os.fsync(out.fileno())
-    except PipeUnavailable:
-        box.pipes = False  # refused key, no cipher, no ssh: SFTP from now on
-        return None
-    except ShortRemote as exc:
-        raise PullMismatch(f"{entry.cell}/{entry.path}: the remote file is shorter than the "
-                           f"manifest says ({offset + exc.got} < {entry.size})") from None
-    except PipeBroken as exc:
-        raise ConnectionError(f"the ssh stream of {entry.cell}/{entry.path} broke: {exc}") from None
-    return counted
-
-
 def _hash_prefix(part: Path, length: int) -> Any:
     digest = hashlib.sha256()
     if length:
@@ -517,18 +455,16 @@ async def pull_file(box: Box, root: str, dest: Path, entry: FileEntry,
     if progress is not None:
         progress.done += offset
     remote = "/".join(part for part in (root.rstrip("/"), entry.cell, entry.path) if part)
-    moved = await _pipe_file(box, remote, part, digest, offset, entry, progress, on_progress)
-    if moved is None:
-        source = await box.open(remote)
-        try:
-            with part.open("ab") as out:
-                moved = await _transfer(source, _Sink(out, digest, offset), offset, entry,
-                                        progress, on_progress,
-                                        budget or asyncio.Semaphore(PULL_IN_FLIGHT // READ_SIZE))
-                out.flush()
-                os.fsync(out.fileno())
-        finally:
-            await source.close()
+    source = await box.open(remote)
+    try:
+        with part.open("ab") as out:
+            moved = await _transfer(source, _Sink(out, digest, offset), offset, entry, progress,
+                                    on_progress,
+                                    budget or asyncio.Semaphore(PULL_IN_FLIGHT // READ_SIZE))
+            out.flush()
+            os.fsync(out.fileno())
+    finally:
+        await source.close()
     if digest.hexdigest() != entry.sha256:
         part.unlink()
         raise PullMismatch(f"{entry.cell}/{entry.path}: SHA-256 differs from the manifest "

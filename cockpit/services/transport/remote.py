@@ -17,20 +17,12 @@ import contextlib
 import os
 import shlex
 import signal
-import tempfile
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import asyncssh
-
-from cockpit.services.transport import sshpipe
-from cockpit.services.transport.sshpipe import SshPipe
-
-if TYPE_CHECKING:
-    from cockpit.services.transport.ssh import Target
 
 T = TypeVar("T")
 
@@ -272,11 +264,11 @@ async def _start_sftp(conn: Any, window: int) -> Any:
                                    "utf-8", "strict", MIN_SFTP_VERSION)
 
 
-async def open_sftp(conn: Any) -> tuple[Any, float]:
+async def open_sftp(conn: Any) -> Any:
     """An SFTP client whose channel window fits the link: opened with SFTP_NEAR_WINDOW, then
     RTT_PINGS round trips (`realpath .`) are timed, and on a far link the session is replaced
     by one with `window_for(rtt)` (a few round trips once per pull, against a window that
-    would otherwise cap it). Returns the client and the round trip measured (seconds)."""
+    would otherwise cap it)."""
     sftp = await _start_sftp(conn, SFTP_NEAR_WINDOW)
     rtt = float("inf")
     for _ in range(RTT_PINGS):
@@ -285,30 +277,22 @@ async def open_sftp(conn: Any) -> tuple[Any, float]:
         rtt = min(rtt, time.monotonic() - started)
     window = window_for(rtt)
     if window <= SFTP_NEAR_WINDOW:
-        return sftp, rtt
+        return sftp
     far = await _start_sftp(conn, window)
     sftp.exit()
-    return far, rtt
+    return far
 
 
 class SshBox:
-    """A box over an asyncssh connection: commands as exec requests, files over SFTP, and
-    (given the connection's `target`) a large file over a fast link through the system ssh
-    client (`open_stream`, `transport.sshpipe`)."""
+    """A box over an asyncssh connection: commands as exec requests, files over SFTP."""
 
     def __init__(self, conn: Any, *, owns: bool = False,
-                 sftp_timeout: float = SFTP_REQUEST_TIMEOUT, target: Target | None = None) -> None:
+                 sftp_timeout: float = SFTP_REQUEST_TIMEOUT) -> None:
         self.conn = conn
         self.owns = owns
         self.sftp_timeout = sftp_timeout
-        self.target = target
-        self.rtt: float | None = None
-        """The round trip measured when SFTP started (seconds)."""
-        self.pipes = target is not None
-        """Whether `open_stream` may start a system ssh client (off after one failed)."""
         self._sftp: Any = None
         self._lock = asyncio.Lock()
-        self._workdir: tempfile.TemporaryDirectory[str] | None = None
 
     async def run(self, argv: list[str], timeout: float) -> CommandResult:
         """Run argv (quoted into one command line) and collect its output under the caps."""
@@ -331,35 +315,9 @@ class SshBox:
     async def _client(self) -> Any:
         async with self._lock:
             if self._sftp is None:
-                self._sftp, self.rtt = await _answered(open_sftp(self.conn), self.sftp_timeout,
-                                                       "session start")
+                self._sftp = await _answered(open_sftp(self.conn), self.sftp_timeout,
+                                             "session start")
             return self._sftp
-
-    async def open_stream(self, path: str, offset: int, count: int) -> SshPipe | None:
-        """`count` bytes of `path` from `offset` on through the system ssh client (started),
-        or None where SFTP is the better or the only way: no target, a failed client before,
-        less than PIPE_MIN_BYTES, a round trip over PIPE_MAX_RTT, no `ssh`, a path OpenSSH
-        would not take literally."""
-        if not self.pipes or self.target is None or count < sshpipe.PIPE_MIN_BYTES:
-            return None
-        await self._client()  # measures the round trip
-        binary = sshpipe.ssh_binary()
-        if self.rtt is None or self.rtt > sshpipe.PIPE_MAX_RTT or binary is None:
-            return None
-        if self._workdir is None:
-            self._workdir = tempfile.TemporaryDirectory(prefix="cockpit-ssh-")
-        target = self.target
-        user = getattr(target.options, "username", None)
-        argv = sshpipe.pipe_argv(
-            binary, sshpipe.config_include(list(target.config_files), Path(self._workdir.name)),
-            target.alias, target.port, str(user) if user else None,
-            [str(f) for f in target.known_hosts_files], list(target.identity_files),
-            target.connect_timeout, ["tail", "-c", f"+{offset + 1}", "--", path])
-        if argv is None:
-            return None
-        pipe = sshpipe.SshPipe(argv, count)
-        pipe.start()
-        return pipe
 
     async def open(self, path: str) -> RemoteFile:
         """Open `path` for reading over SFTP (reads are pipelined by asyncssh, and timed)."""
@@ -383,9 +341,6 @@ class SshBox:
         if self._sftp is not None:
             self._sftp.exit()
             self._sftp = None
-        if self._workdir is not None:
-            self._workdir.cleanup()
-            self._workdir = None
         if self.owns:
             self.conn.close()
             await self.conn.wait_closed()
