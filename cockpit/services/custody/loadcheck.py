@@ -140,8 +140,7 @@ class Refused(Exception):
 
 def warm_worker(quiet: bool) -> None:
     """Worker start-up: silence output under the TUI, import torch now (while the pull is
-    still running, not inside the first check; forked from the pool's forkserver it is
-    already imported), and give torch ONE thread.
+    still running, not inside the first check), and give torch ONE thread.
 
     The pool is the parallelism: one file per worker, a worker per core. Left at its
     default, each worker's torch ran an OpenMP team of one thread per core, so two workers
