@@ -497,3 +497,123 @@ next cell output
     verdict = classify_excerpt(RULEBOOK, keyerror)
     assert verdict is not None and (verdict.rule.id, verdict.line_no) == ("PY", 5)
     assert classify_excerpt(RULEBOOK, b"Traceback (most recent call last) is how Python starts one\n") is None
+
+
+@pytest.mark.parametrize(("line", "rule", "klass"), [
+    # the same GPU faults in other wrappers: enum names, old torch/lua codes, the GSP, the PSU
+    ("CUDA error 214: cudaErrorECCUncorrectable", "U22", "hardware"),
+    ("luajit: cuda runtime error (30) : unknown error at /tmp/luarocks_cutorch-scm-1-9927/cutorch/lib/THC/THCStorage.c:113", "GPU-LOST", "hardware"),
+    ("NVRM: nvAssertFailedNoLog: Assertion failed: Back to back GSP RPC timeout detected! GPU marked for reset @ kernel_gsp.c:2387", "GPU-LOST", "hardware"),
+    ("cuLaunchKernel returned CUDA_ERROR_LAUNCH_FAILED", "GPU-LOST", "hardware"),
+    ("NVRM: GPU 0000:01:00.0: rm_init_adapter failed, device minor number 0", "GPU-LOST", "hardware"),
+    ("NVRM: GPU 0000:65:00.0: GPU does not have the necessary power cables connected.", "GPU-LOST", "hardware"),
+    ("[  812.123456] I/O error, dev nvme0n1, sector 123456 op 0x0:(READ) flags 0x80700 phys_seg 1 prio class 0", "GPU-LOST", "hardware"),
+    ("healthCheck: GPU 00000000:3B:00.0: Detected Critical Xid Error", "XID", "hardware"),
+    ("thermal thermal_zone0: critical temperature reached (105 C), shutting down", "U23", "hardware"),
+    # an InfiniBand adapter or port that failed is the node, not a transient peer
+    ("node48:34050:34121 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error", "IB-FATAL", "hardware"),
+    ("c:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error", "IB-FATAL", "hardware"),
+    # object stores, cloud APIs and LFS servers that answered with a transient server error
+    ("{'Error': {'Code': 'SlowDown', 'Message': 'Please reduce your request rate.'}", "NET", "probabilistic"),
+    ("google.api_core.exceptions.ServiceUnavailable: 503 SERVICE UNAVAILABLE", "NET", "probabilistic"),
+    ("ERROR:server.lib.inference:Error: Request failed: 503 Service Unavailable ", "NET", "probabilistic"),
+    ("openai.RateLimitError: Error code: 429 - {'error': {'message': 'Rate limit reached'}}", "NET", "probabilistic"),
+    ("500 response executing GraphQL.", "NET", "probabilistic"),
+    ("Smudge error: Error downloading data/x.json (32bb14b): batch response: Fatal error: Server error &{...} from HTTP 502", "NET", "probabilistic"),
+    ("ssl.SSLError: [SSL: DECRYPTION_FAILED_OR_BAD_RECORD_MAC] decryption failed or bad record mac (_ssl.c:2560)", "NET", "probabilistic"),
+    ("fatal: the remote end hung up unexpectedly", "NET", "probabilistic"),
+    ("[W514 18:33:36.536327028 TCPStore.cpp:138] [c10d] recvValueWithTimeout failed on SocketImpl(fd=3, addr=[localhost]:34658, remote=[localhost]:1234): Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?", "NCCL-PEER", "probabilistic"),
+    ("torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Broken pipe", "NCCL-PEER", "probabilistic"),
+    # native crashes of the program itself: uncaught logic errors, heap corruption, SIGFPE
+    ("terminate called after throwing an instance of 'std::out_of_range'", "CPP-EXC", "real-bug"),
+    ("terminate called after throwing an instance of 'std :: out_of_range'", "CPP-EXC", "real-bug"),
+    ("  what():  vector::_M_range_check: __n (which is 1) >= this->size() (which is 1)", "CPP-EXC", "real-bug"),
+    ("free(): double free detected in tcache 2", "HEAP", "real-bug"),
+    ("*** Error in `python': double free or corruption (!prev): 0x000056383cda7e40 ***", "HEAP", "real-bug"),
+    ("Floating point exception (core dumped)", "SIGFPE", "real-bug"),
+    ("kernel: traps: python[7276] trap divide error ip:7f96bd2cea0b sp:7fffbb710190 error:0 in libcapmds.so[7f96bd202000+106000]", "SIGFPE", "real-bug"),
+    ("*** SIGFPE (@0x7f3f25003993) received by PID 38540 (TID 0x7f3976dde700) from PID 620771731; stack trace: ***", "SIGFPE", "real-bug"),
+    ("RuntimeError: DataLoader worker (pid 4242) is killed by signal: Segmentation fault. ", "SEGV", "real-bug"),
+    ("*** Aborted at 1722869898 (unix time) try \"date -d @1722869898\" if you are using GNU date ***", "ABORT", "real-bug"),
+    # torch's own messages for tensors that do not fit the operation, printed without a traceback
+    ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x512 and 256x10)", "TORCH-BUG", "real-bug"),
+    ("[rank2]: RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:2! (when checking argument for argument tensors in method wrapper_CUDA_cat)", "TORCH-BUG", "real-bug"),
+    ("RuntimeError: one of the variables needed for gradient computation has been modified by an inplace operation: [torch.cuda.FloatTensor [4, 8]] is at version 2; expected version 1 instead.", "TORCH-BUG", "real-bug"),
+    ("IndexError: index out of range in self", "TORCH-BUG", "real-bug"),
+    ("[rank0]: ValueError: Unexpected keyword argument 'foo'", "RANK-EXC", "real-bug"),
+    ("2021-03-17 12:21:19,650 | x2num.py   | line 14 : NaN or Inf found in input tensor.", "O13", "real-bug"),
+    ("jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8589934592 bytes.", "U10", "real-bug"),
+    # the operator's device index, scheduler and hand stops
+    ("RuntimeError: CUDA error: invalid device ordinal", "DEVICE-ORDINAL", "ops"),
+    ("THCudaCheck FAIL file=/pytorch/torch/csrc/cuda/Module.cpp line=59 error=101 : invalid device ordinal", "DEVICE-ORDINAL", "ops"),
+    ("scancel: Terminating job 123456", "SLURM-CANCELLED", "ops"),
+    ("Job <1234> is being terminated: TERM_OWNER: job killed by owner.", "SLURM-CANCELLED", "ops"),
+    ("43575862.0   python  CANCELLED+      0:15", "SLURM-CANCELLED", "ops"),
+    ("job 4242.1 exceeded hard wallclock time - initiate terminate method", "SLURM-TIMEOUT", "ops"),
+    ("[2024-01-01 10:00:00] SIGTERM received, saving a checkpoint and exiting", "SIGTERM-LAUNCHER", "ops"),
+    ("Aborted!", "INT", "ops"),
+    ("[rank0]: KeyboardInterrupt", "INT", "ops"),
+    ("Training interrupted by user.", "INT", "ops"),
+    # a CPU instruction this box lacks is the build, not the code
+    ("Illegal instruction (core dumped)", "AD3", "environment"),
+])
+def test_issue_17_families_of_collector_e(line: str, rule: str, klass: str) -> None:
+    found = RULEBOOK.match_line(line.encode())
+    assert found is not None and (found.id, found.klass) == (rule, klass), (line, found and found.id)
+
+
+@pytest.mark.parametrize("line", [
+    # nvidia-smi's healthy tables and NCCL's set-up lines name ECC, slowdown and IB without a fault
+    "| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |",
+    "    HW Slowdown                       : Not Active",
+    "node1:1234:1250 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>",
+    # a retry that is still going, a warning that says it is not a failure, a skipped step
+    "wandb: 500 encountered ({\"errors\":[{\"message\":\"An internal error occurred. Please contact support.\",\"path\":[\"upsertBucket\"]}],\"data\":{\"upsertBucket\":null}}), retrying request",
+    "2020-03-29 17:42:04.757305: W tensorflow/core/common_runtime/bfc_allocator.cc:219] Allocator (GPU_0_bfc) ran out of memory trying to allocate 3.87GiB. The caller indicates that this is not a failure, but may mean that there could be performance gains if more memory were available.",
+    "2025-08-23 06:19:20,889 - trainers.dit_trainer - WARNING - Step 1557: detected nan/inf/spiky gradient (norm=2.1966569423675537); skipping optimizer step.",
+    "INFO:werkzeug:127.0.0.1 - - [24/Apr/2023 23:37:51] \"POST /api/inference/text/stream HTTP/1.1\" 200 -",
+    # the NCCL watchdog's own abort and torch's exit warning are not a C++ bug or a rank's exception
+    "terminate called after throwing an instance of 'c10::DistBackendError'",
+    "[rank0]:[W1120 10:00:00.123456 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT been destroyed before we destruct ProcessGroupNCCL.",
+    # ssh's refusal and a bare PermissionError outside a traceback are text
+    "git@github.com: Permission denied (publickey).",
+    "PermissionError: [Errno 13] Permission denied: '/data'",
+    "Sanity check passed: all tensors on the same device (cuda:0)",
+])
+def test_look_alikes_of_collector_e_families_are_no_event(line: str) -> None:
+    assert RULEBOOK.match_line(line.encode()) is None, (line, RULEBOOK.match_line(line.encode()))
+
+
+def test_collector_e_families_decide_the_excerpt_in_evidence_order() -> None:
+    # A path the run may not write, at the end of a traceback, is the operator's to fix.
+    perm = b"""  File "/home/u/anaconda3/lib/python3.6/os.py", line 220, in makedirs
+    mkdir(name, mode)
+PermissionError: [Errno 13] Permission denied: '/data'
+"""
+    verdict = classify_excerpt(RULEBOOK, perm)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PERM", "ops")
+    # The same traceback ending in another OSError stays the program's.
+    other = perm.replace(b"PermissionError: [Errno 13] Permission denied", b"NotADirectoryError: [Errno 20] Not a directory")
+    verdict = classify_excerpt(RULEBOOK, other)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PY", "real-bug")
+    # A failed IB port is the node; the peer's completion error after it is the echo.
+    ib = b"""n48:1:2 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got completion from peer node48<37948> with error 12, opcode 2, len 1, vendor err 129
+n48:1:2 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error
+"""
+    verdict = classify_excerpt(RULEBOOK, ib)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("IB-FATAL", "hardware")
+    # glibc's heap check names the crash; the abort the shell prints after it is the echo.
+    heap = b"epoch 3 step 10 loss 0.4\nfree(): double free detected in tcache 2\nAborted (core dumped)\n"
+    verdict = classify_excerpt(RULEBOOK, heap)
+    assert verdict is not None and (verdict.rule.id, verdict.line_no) == ("HEAP", 2)
+    # A missing git-lfs makes the remote hang up: the missing tool is named first.
+    lfs = b"git-lfs filter-process: git-lfs: command not found\nfatal: the remote end hung up unexpectedly\n"
+    verdict = classify_excerpt(RULEBOOK, lfs)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("AD2", "environment")
+    # torch's shape message mid-log, with the run's teardown after it, still names the run.
+    shape = b"""step 100 loss 0.3
+RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x512 and 256x10)
+W0217 11:16:21.705000 29355 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 29650 closing signal SIGTERM
+"""
+    verdict = classify_excerpt(RULEBOOK, shape)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("TORCH-BUG", "real-bug")
