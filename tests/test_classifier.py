@@ -510,6 +510,8 @@ next cell output
     ("[  812.123456] I/O error, dev nvme0n1, sector 123456 op 0x0:(READ) flags 0x80700 phys_seg 1 prio class 0", "GPU-LOST", "hardware"),
     ("healthCheck: GPU 00000000:3B:00.0: Detected Critical Xid Error", "XID", "hardware"),
     ("thermal thermal_zone0: critical temperature reached (105 C), shutting down", "U23", "hardware"),
+    ("[500967.571516] amdgpu 0000:dd:00.0: {1}uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT) detected!", "GPU-LOST", "hardware"),
+    ("Jul 14 10:25:59 host kernel: [699615.762794] print_req_error: critical medium error, dev sdf, sector 1811939592", "GPU-LOST", "hardware"),
     # an InfiniBand adapter or port that failed is the node, not a transient peer
     ("node48:34050:34121 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error", "IB-FATAL", "hardware"),
     ("c:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error", "IB-FATAL", "hardware"),
@@ -551,6 +553,9 @@ next cell output
     ("43575862.0   python  CANCELLED+      0:15", "SLURM-CANCELLED", "ops"),
     ("job 4242.1 exceeded hard wallclock time - initiate terminate method", "SLURM-TIMEOUT", "ops"),
     ("[2024-01-01 10:00:00] SIGTERM received, saving a checkpoint and exiting", "SIGTERM-LAUNCHER", "ops"),
+    ("zsh: warning: 1 jobs SIGHUPed", "SIGTERM-LAUNCHER", "ops"),
+    ("2017/03/16 13:50:06 bds: Received OS signal 'hangup'", "SIGTERM-LAUNCHER", "ops"),
+    ("MOAB_INFO:  job exceeded wallclock limit", "SLURM-TIMEOUT", "ops"),
     ("Aborted!", "INT", "ops"),
     ("[rank0]: KeyboardInterrupt", "INT", "ops"),
     ("Training interrupted by user.", "INT", "ops"),
@@ -579,6 +584,9 @@ def test_issue_17_families_of_collector_e(line: str, rule: str, klass: str) -> N
     "git@github.com: Permission denied (publickey).",
     "PermissionError: [Errno 13] Permission denied: '/data'",
     "Sanity check passed: all tensors on the same device (cuda:0)",
+    "[  +0.000005] pcieport 0000:00:03.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, (Transmitter ID)",
+    "nohup: ignoring input and appending output to 'nohup.out'",
+    "epoch 12: 0 I/O errors, 0 medium errors, throughput 812 MB/s",
 ])
 def test_look_alikes_of_collector_e_families_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, (line, RULEBOOK.match_line(line.encode()))
