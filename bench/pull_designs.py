@@ -20,7 +20,7 @@ beside sshd, so candidate designs were measured with `scp` and the cockpit's pul
   (`sync_file_range(SYNC_FILE_RANGE_WRITE)`) so the final fsync has less left to wait for.
 
 Each copy's SHA-256 is compared with the source's. Run:
-    .venv/bin/python -m bench.pull_designs [--repeat 3] [--size-mb 1024]
+    .venv/bin/python -m bench.pull_designs [--repeat 3] [--size-mb 1024] [--only "scp,cockpit"]
 Never part of the tests.
 """
 
