@@ -18,8 +18,9 @@ import argparse
 import sys
 from typing import Any
 
+from cockpit.commands import fail
+
 EXIT_OK = 0
-EXIT_INPUT = 2
 
 
 def add_parser(subparsers: Any) -> None:
@@ -35,13 +36,6 @@ def add_parser(subparsers: Any) -> None:
                      help="do not ask the platforms' APIs (the sweep's prices only)")
 
 
-def _fail(message: str) -> int:
-    from cockpit.models.text import visible
-
-    sys.stderr.write("cockpit billing: " + visible(message, one_line=False, limit=2000) + "\n")
-    return EXIT_INPUT
-
-
 def run(args: argparse.Namespace) -> int:
     """Print the bill; 2 on bad input."""
     import asyncio
@@ -55,11 +49,11 @@ def run(args: argparse.Namespace) -> int:
 
     path = Path(args.sweep)
     if not path.is_file():
-        return _fail(f"no sweep file at {path}")
+        return fail("billing", f"no sweep file at {path}")
     try:
         loaded = load_sweep(path)
     except ConfigError as exc:
-        return _fail(str(exc))
+        return fail("billing", str(exc))
     bill = asyncio.run(headless_bill(loaded, offline=args.offline))
     if args.json:
         sys.stdout.write(json.dumps(bill_json(bill), indent=2, ensure_ascii=False) + "\n")

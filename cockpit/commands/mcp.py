@@ -8,11 +8,10 @@ teardown; only a person approves one, on the TUI's teardown screen (see the READ
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-EXIT_INPUT = 2
+from cockpit.commands import fail
 
 
 def add_parser(subparsers: Any) -> None:
@@ -30,15 +29,13 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until the client closes stdin; 2 on a bad sweep file."""
-    from cockpit.models.text import visible
     from cockpit.services.config.sweepfile import load_sweep
     from cockpit.services.config.yamlfile import ConfigError
 
     try:
         loaded = load_sweep(args.sweep)
     except ConfigError as exc:
-        sys.stderr.write("cockpit mcp: " + visible(str(exc), one_line=False, limit=2000) + "\n")
-        return EXIT_INPUT
+        return fail("mcp", str(exc))
     from cockpit.services.agent.server import serve_stdio
     from cockpit.services.watch.wiring import store_path
 

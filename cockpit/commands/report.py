@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cockpit.commands import fail
+
 EXIT_OK = 0
-EXIT_INPUT = 2
 
 
 def add_parser(subparsers: Any) -> None:
@@ -34,13 +35,6 @@ def add_parser(subparsers: Any) -> None:
     cmd.add_argument("--json", action="store_true", help="print JSON (shape in the README)")
     cmd.add_argument("--db", type=Path, default=None,
                      help="the store (default: $XDG_DATA_HOME/cockpit/<sweep>.db)")
-
-
-def _fail(message: str) -> int:
-    from cockpit.models.text import visible
-
-    sys.stderr.write("cockpit report: " + visible(message, one_line=False, limit=2000) + "\n")
-    return EXIT_INPUT
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             since_s = parse_duration(args.since)
         except ValueError as exc:
-            return _fail(f"--since: {exc}")
+            return fail("report", f"--since: {exc}")
     names: list[str] | None = None
     sweep_name = str(args.sweep)
     sweep_file = Path(args.sweep)
@@ -70,14 +64,14 @@ def run(args: argparse.Namespace) -> int:
         try:
             loaded = load_sweep(sweep_file)
         except ConfigError as exc:
-            return _fail(str(exc))
+            return fail("report", str(exc))
         sweep_name = loaded.sweep.sweep
         names = [inst.name for inst in loaded.sweep.instances]
     elif args.db is None and ("/" in sweep_name or sweep_name.endswith((".yaml", ".yml"))):
-        return _fail(f"no sweep file at {sweep_file}")
+        return fail("report", f"no sweep file at {sweep_file}")
     db = args.db if args.db is not None else default_db_path(sweep_name)
     if not db.is_file():
-        return _fail(f"no store at {db} (run `cockpit watch` or attach to record one, or pass "
+        return fail("report", f"no store at {db} (run `cockpit watch` or attach to record one, or pass "
                      "--db)")
     try:
         with StoreReader(db) as reader:
@@ -90,9 +84,9 @@ def run(args: argparse.Namespace) -> int:
             timeline = build_timeline(sweep_name, gather(reader, names, since=since, until=until),
                                       since=since, until=until, generated_at=now)
     except (SchemaError, OSError) as exc:
-        return _fail(str(exc))
+        return fail("report", str(exc))
     except Exception as exc:  # a damaged file: say so in one line, not a traceback
-        return _fail(f"the store {db} could not be read: {type(exc).__name__}: {exc}")
+        return fail("report", f"the store {db} could not be read: {type(exc).__name__}: {exc}")
     if args.json:
         sys.stdout.write(to_json(timeline) + "\n")
     else:
