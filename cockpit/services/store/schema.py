@@ -156,10 +156,16 @@ CREATE INDEX audit_by_time ON audit (at);
 """
 
 
-def _v1(conn: sqlite3.Connection) -> None:
-    for statement in V1.split(";"):
-        if statement.strip():
-            conn.execute(statement)
+def ddl(script: str) -> Migration:
+    """A migration that runs the `;`-separated statements of `script` in order (inside the
+    transaction `migrate` opened: `executescript` would commit it first)."""
+
+    def run(conn: sqlite3.Connection) -> None:
+        for statement in script.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+
+    return run
 
 
 V2 = """
@@ -190,13 +196,7 @@ CREATE INDEX tool_calls_by_time ON tool_calls (at);
 """
 
 
-def _v2(conn: sqlite3.Connection) -> None:
-    for statement in V2.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-
-
-MIGRATIONS: tuple[Migration, ...] = (_v1, _v2)
+MIGRATIONS: tuple[Migration, ...] = (ddl(V1), ddl(V2))
 """Migration i (0-based) brings a file from version i to i + 1."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
