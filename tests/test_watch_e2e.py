@@ -142,6 +142,17 @@ def start_watch(sweep: Path, db: Path, *extra: str) -> subprocess.Popen[str]:
                             env=env)
 
 
+
+def stop(proc: subprocess.Popen[str]) -> int:
+    """SIGTERM a watcher and return its exit status; one still running after 30 s is killed
+    and the test fails with TimeoutExpired."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
 @pytest.mark.sshd
 def test_watch_alone_notices_a_failed_cell_and_posts_it(sshd: Sshd, tmp_path: Path,
                                                          receiver: Receiver) -> None:
@@ -185,12 +196,7 @@ def test_watch_alone_notices_a_failed_cell_and_posts_it(sshd: Sshd, tmp_path: Pa
         time.sleep(3)
         assert sum(json.loads(b).get("kind") == "cell-failed" for b in receiver.bodies) == 1
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        code = stop(proc)
     assert code == 0, proc.stderr.read() if proc.stderr else ""
     lines.thread.join(timeout=5)
     assert lines.items[-1]["event"] == "stopped"
@@ -306,12 +312,7 @@ async def test_a_tui_follows_the_watcher_without_probing(sshd: Sshd, tmp_path: P
         refused = [json.loads(line) for line in second.stdout.splitlines()]
         assert refused[-1]["event"] == "error" and f"pid {proc.pid}" in refused[-1]["reason"]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        stop(proc)
 
 
 @pytest.mark.sshd
@@ -363,12 +364,7 @@ def test_sighup_rereads_the_sweep_and_a_broken_one_keeps_the_old(sshd: Sshd, tmp
         assert "sweep.yaml" in error["reason"]
         assert proc.poll() is None, "a broken sweep file must not stop the watcher"
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = proc.wait(timeout=30)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        code = stop(proc)
     assert code == 0
 
 
