@@ -63,6 +63,18 @@ async def until_ui(pilot: Any, check: Callable[[], bool], what: str, seconds: fl
         await pilot.pause(0.05)
 
 
+async def open_queue(pilot: Any, app: CockpitApp, rows: int) -> tuple[BoxScreen, DataTable[Any]]:
+    """Press enter on the fleet's highlighted box and wait for its box screen's queue table
+    to hold `rows` rows; the screen and that table."""
+    await pilot.press("enter")
+    await until_ui(pilot, lambda: composed(app, BoxScreen, "#queue-table"), "the box screen")
+    box = app.screen
+    assert isinstance(box, BoxScreen)
+    queue = box.tables()["queue"]
+    await until_ui(pilot, lambda: queue.row_count == rows, "queue rows")
+    return box, queue
+
+
 def texts(widgets: object) -> str:
     """The plain text of Static widgets (their rich content rendered without styles)."""
     console = Console(width=200, no_color=True)

@@ -20,7 +20,7 @@ from cockpit.ui.box import BoxScreen
 from cockpit.ui.custody import TeardownScreen, VerifyScreen
 from cockpit.ui.fleet import COLUMNS, PRIORITY, FleetScreen, visible_columns
 from cockpit.ui.modals import HelpScreen
-from tests.test_ui_app import composed, settle, texts, until_ui
+from tests.test_ui_app import composed, open_queue, settle, texts, until_ui
 from tests.test_ui_tables import make_app
 
 ESSENTIALS = ("instance", "state", "GPU", "disk", "inodes", "queue", "alerts")
@@ -87,12 +87,7 @@ async def test_box_screen_at_80x24_shows_queue_rows_and_whole_gpu_headers_at_120
     app = make_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
-        await pilot.press("enter")
-        await until_ui(pilot, lambda: composed(app, BoxScreen, "#queue-table"), "the box screen")
-        box = app.screen
-        assert isinstance(box, BoxScreen)
-        queue = box.tables()["queue"]
-        await until_ui(pilot, lambda: queue.row_count == 4, "queue rows")
+        box, queue = await open_queue(pilot, app, 4)
         await pilot.pause(0.2)
         # The table's own height minus its header: rows the user actually sees.
         assert queue.region.height - 1 >= 3, queue.region

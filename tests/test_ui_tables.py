@@ -23,12 +23,11 @@ from cockpit.models.snapshot import HostState, Reachability
 from cockpit.services.config.acks import AckStore
 from cockpit.services.custody.verify import VerifyReport
 from cockpit.ui.app import CockpitApp
-from cockpit.ui.box import BoxScreen
 from cockpit.ui.custody import VerifyScreen, without_locked
 from cockpit.ui.events import EventsScreen
 from cockpit.ui.fleet import FleetScreen, directed_key, sort_key
 from tests.replay import NOW, replay_events, replay_sweep, source_of
-from tests.test_ui_app import composed, settle, texts, until_ui
+from tests.test_ui_app import composed, open_queue, settle, texts, until_ui
 
 SIZE = (120, 40)
 
@@ -117,12 +116,7 @@ async def test_j_k_g_G_move_the_cursor_on_the_fleet_queue_and_events(tmp_path: P
         assert table.cursor_row == 1
         await pilot.press("g")
         assert table.cursor_row == 0
-        await pilot.press("enter")
-        await until_ui(pilot, lambda: composed(app, BoxScreen, "#queue-table"), "the box screen")
-        box = app.screen
-        assert isinstance(box, BoxScreen)
-        queue = box.tables()["queue"]
-        await until_ui(pilot, lambda: queue.row_count == 4, "queue rows")
+        _, queue = await open_queue(pilot, app, 4)
         await pilot.press("G")
         assert queue.cursor_row == 3
         await pilot.press("k", "k")
@@ -192,12 +186,7 @@ async def test_F_jumps_to_the_next_failed_cell(tmp_path: Path) -> None:
         await pilot.press("j")  # r1
         await pilot.press("F")
         assert order(app)[table.cursor_row] == "a1"  # the box with det_baseline failed
-        await pilot.press("enter")
-        await until_ui(pilot, lambda: composed(app, BoxScreen, "#queue-table"), "the box screen")
-        box = app.screen
-        assert isinstance(box, BoxScreen)
-        queue = box.tables()["queue"]
-        await until_ui(pilot, lambda: queue.row_count == 4, "queue rows")
+        box, _ = await open_queue(pilot, app, 4)
         await pilot.press("F")
         cell = box.highlighted_cell()
         assert cell is not None and cell.name == "det_baseline"
