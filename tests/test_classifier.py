@@ -628,3 +628,115 @@ W0217 11:16:21.705000 29355 torch/distributed/elastic/multiprocessing/api.py:897
 """
     verdict = classify_excerpt(RULEBOOK, shape)
     assert verdict is not None and (verdict.rule.id, verdict.klass) == ("TORCH-BUG", "real-bug")
+
+
+@pytest.mark.parametrize(("line", "rule", "klass"), [
+    # NumPy 1.24 removed the builtin aliases, NumPy 2.0 more names: code written for another numpy
+    ("AttributeError: module 'numpy' has no attribute 'float'.", "IMPORT-VERSION", "environment"),
+    ("AttributeError: module 'numpy' has no attribute 'int'. Did you mean: 'inf'?", "IMPORT-VERSION", "environment"),
+    ("AttributeError: `np.NaN` was removed in the NumPy 2.0 release. Use `np.nan` instead.", "IMPORT-VERSION", "environment"),
+    # pynvml's exception classes for a GPU the driver cannot reach
+    ("pynvml.NVMLError_Unknown: Unknown Error", "GPU-LOST", "hardware"),
+    ("pynvml.NVMLError_GpuIsLost: GPU is lost", "GPU-LOST", "hardware"),
+    # botocore's own timeout wording (S3, any AWS endpoint)
+    ('botocore.exceptions.ReadTimeoutError: Read timeout on endpoint URL: "None"', "NET", "probabilistic"),
+    ('botocore.exceptions.ConnectTimeoutError: Connect timeout on endpoint URL: "https://s3.us-east-1.amazonaws.com/bucket/shard-00017.tar"', "NET", "probabilistic"),
+])
+def test_issue_17_families_of_collector_f(line: str, rule: str, klass: str) -> None:
+    found = RULEBOOK.match_line(line.encode())
+    assert found is not None and (found.id, found.klass) == (rule, klass), (line, found)
+
+
+@pytest.mark.parametrize("line", [
+    # numpy's deprecation warning before the removal is handled, and another module's attribute is not numpy
+    "DeprecationWarning: `np.float` is a deprecated alias for the builtin `float`. To silence this warning, use `float` by itself.",
+    "AttributeError: module 'utils' has no attribute 'float'",
+    # an NVML call the GPU does not support is no lost GPU
+    "gpu_monitor: NVMLError_NotSupported reading power.draw, skipping the power column",
+    # botocore settings printed at start-up
+    "s3 client: read_timeout=120 connect_timeout=60, endpoint URL https://s3.us-east-1.amazonaws.com",
+    # a missing file printed outside a traceback is text, not a failure
+    "FileNotFoundError: [Errno 2] No such file or directory: 'data/train.json'",
+    "PermissionError: 'C:\\\\Users\\\\best_dev_ppl'",
+])
+def test_look_alikes_of_collector_f_families_are_no_event(line: str) -> None:
+    assert RULEBOOK.match_line(line.encode()) is None, (line, RULEBOOK.match_line(line.encode()))
+
+
+MISSING_PATH_TB = b"""Traceback (most recent call last):
+  File "train.py", line 120, in <module>
+    data_transforms['train'])
+  File "/home/u/anaconda3/lib/python3.7/site-packages/torchvision/datasets/folder.py", line 121, in _find_classes
+    classes = [d.name for d in os.scandir(dir) if d.is_dir()]
+FileNotFoundError: [Errno 2] No such file or directory: 'your_data_path/train_all'
+"""
+
+
+def test_a_missing_path_at_the_end_of_a_traceback_is_the_operators() -> None:
+    verdict = classify_excerpt(RULEBOOK, MISSING_PATH_TB)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PATH", "ops")
+    windows = MISSING_PATH_TB.replace(b"[Errno 2] No such file or directory: 'your_data_path/train_all'",
+                                      b"[WinError 3] The system cannot find the path specified: 'D:\\\\data\\\\train'")
+    verdict = classify_excerpt(RULEBOOK, windows)
+    assert verdict is not None and verdict.rule.id == "PATH"
+    # A missing compiler, tool or shared library is the environment's, not a path to fix.
+    for missing in (b"'nvcc'", b"'/usr/local/cuda/bin/nvcc'", b"'ninja'", b"'/usr/lib/x86_64-linux-gnu/libcuda.so.1'"):
+        tool = MISSING_PATH_TB.replace(b"'your_data_path/train_all'", missing)
+        verdict = classify_excerpt(RULEBOOK, tool)
+        assert verdict is not None and verdict.rule.id == "PY", (missing, verdict)
+    # A missing sample the loader logs and skips is handled: the run goes on.
+    skipped = b"""epoch 3 step 120 loss 0.41
+skip sample: [Errno 2] No such file or directory: 'images/000123.jpg'
+epoch 3 step 121 loss 0.40
+"""
+    assert classify_excerpt(RULEBOOK, skipped) is None
+
+
+def test_a_permission_error_without_errno_is_the_path_a_file_in_use_is_not() -> None:
+    tb = b"""Traceback (most recent call last):
+  File "main.py", line 40, in <module>
+    os.makedirs(hparams.model_dir)
+PermissionError:  'C:\\\\Users\\\\best_dev_ppl'
+"""
+    verdict = classify_excerpt(RULEBOOK, tb)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PERM", "ops")
+    locked = tb.replace(b"PermissionError:  'C:\\\\Users\\\\best_dev_ppl'",
+                        b"PermissionError: [WinError 32] The process cannot access the file because it is being used by another process: 'runs\\\\events.out'")
+    verdict = classify_excerpt(RULEBOOK, locked)
+    assert verdict is not None and verdict.rule.id == "PY"
+
+
+OLD_WORKER_RERAISE = b"""[session 2][epoch  1][iter 3800] loss: 1.4599, lr: 5.00e-03
+Traceback (most recent call last):
+  File "trainval_net.py", line 364, in <module>
+    data = next(data_iter)
+  File "/home/u/anaconda3/lib/python3.6/site-packages/torch/utils/data/dataloader.py", line 301, in _process_next_batch
+    raise batch.exc_type(batch.exc_msg)
+IndexError: Traceback (most recent call last):
+  File "/home/u/anaconda3/lib/python3.6/site-packages/torch/utils/data/dataloader.py", line 55, in _worker_loop
+    samples = collate_fn([dataset[i] for i in batch_indices])
+  File "/home/u/proj/lib/roi_data_layer/roibatchLoader.py", line 72, in __getitem__
+    blobs = get_minibatch(minibatch_db, self._num_classes)
+"""
+
+
+def test_an_old_dataloader_reraise_is_the_workers_exception() -> None:
+    # torch < 1.0 re-raised a worker's error as `Type: <the worker's traceback>`.
+    (found,) = classify_bytes(RULEBOOK, [OLD_WORKER_RERAISE])
+    assert (found.rule.id, found.exception, found.line_no) == ("PY", "IndexError", 7)
+    # With the worker's own exception line, that line names it (a specific rule wins).
+    whole = OLD_WORKER_RERAISE + b"IndexError: list index out of range\n"
+    (found,) = classify_bytes(RULEBOOK, [whole])
+    assert (found.rule.id, found.excerpt, found.line_no) == ("PY", "IndexError: list index out of range", 12)
+    missing = OLD_WORKER_RERAISE.replace(b"IndexError: Traceback", b"FileNotFoundError: Traceback") \
+        + b"FileNotFoundError: [Errno 2] No such file or directory: 'data/VOC2007/JPEGImages/000005.jpg'\n"
+    verdict = classify_excerpt(RULEBOOK, missing)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PATH", "ops")
+    # The same words inside a message are not a re-raise: an ordinary traceback stays one event.
+    plain = b"""Traceback (most recent call last):
+  File "train.py", line 3, in <module>
+    main()
+ValueError: bad config
+"""
+    (found,) = classify_bytes(RULEBOOK, [plain])
+    assert (found.rule.id, found.exception) == ("PY", "ValueError")

@@ -47,6 +47,9 @@ _HEADLESS_EXC_RE = re.compile(
     rb"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Iteration)(?::|$)")
 """What ends a traceback that had no header: only a line that names an exception type (frames
 without a header can also be a logger's stack dump, followed by an ordinary log line)."""
+_RERAISE_RE = re.compile(rb"^[A-Za-z_][\w.]*(?:Error|Exception):\s*$")
+"""What precedes the header when an old DataLoader (torch < 1.0) re-raises a worker's error:
+`IndexError: Traceback (most recent call last):`, the worker's frames and message below it."""
 _LIBRARY_RE = re.compile(rb"site-packages|dist-packages|/lib/python\d|^<|/torch/|/_bootstrap")
 _CHAIN = (b"During handling of the above exception", b"The above exception was the direct cause")
 _ORIGINAL = b"Original Traceback"
@@ -336,8 +339,15 @@ class LogClassifier:
                 tb.user_frame = (f"{path}:{frame['line'].decode()} in "
                                  f"{frame['fn'].decode(errors='replace').strip()}")
             return
+        header = line.find(_HEADER)
+        if header > 0 and _RERAISE_RE.match(line[:header]):
+            # The worker's traceback is this exception's message: its own exception line
+            # ends the chain (a specific rule there still wins).
+            self._exception_line(tb, line[:header].rstrip())
+            tb.chained = True
+            return
         if line.strip() and line[:1] not in (b" ", b"\t") and not line.startswith(_CHAIN) \
-                and _HEADER not in line:
+                and header < 0:
             if tb.headless and after_frame and not _HEADLESS_EXC_RE.match(line):
                 return  # a pasted excerpt that lost the code line's indent
             self._exception_line(tb, line)
