@@ -732,6 +732,12 @@ def test_an_old_dataloader_reraise_is_the_workers_exception() -> None:
         + b"FileNotFoundError: [Errno 2] No such file or directory: 'data/VOC2007/JPEGImages/000005.jpg'\n"
     verdict = classify_excerpt(RULEBOOK, missing)
     assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PATH", "ops")
+    # torch 0.4 showed a worker's KeyError as the repr of its traceback, on one line.
+    quoted = b"KeyError: 'Traceback (most recent call last):\\n  File \"/x/voc0712.py\", line 67, in __call__\\n    label_idx = self.class_to_ind[name]\\nKeyError: \\'trepang\\'\\n'\n"
+    verdict = classify_excerpt(RULEBOOK, quoted)
+    assert verdict is not None and (verdict.rule.id, verdict.finding.exception if verdict.finding else "") == ("PY", "KeyError")
+    # A log line that merely quotes the header is no exception.
+    assert classify_excerpt(RULEBOOK, b"step 9 loss 0.3\nworker said: 'Traceback (most recent call last):' (ignored, retried)\nstep 10 loss 0.3\n") is None
     # The same words inside a message are not a re-raise: an ordinary traceback stays one event.
     plain = b"""Traceback (most recent call last):
   File "train.py", line 3, in <module>

@@ -47,9 +47,10 @@ _HEADLESS_EXC_RE = re.compile(
     rb"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Iteration)(?::|$)")
 """What ends a traceback that had no header: only a line that names an exception type (frames
 without a header can also be a logger's stack dump, followed by an ordinary log line)."""
-_RERAISE_RE = re.compile(rb"^[A-Za-z_][\w.]*(?:Error|Exception):\s*$")
+_RERAISE_RE = re.compile(rb"^[A-Za-z_][\w.]*(?:Error|Exception):\s*['\"]?$")
 """What precedes the header when an old DataLoader (torch < 1.0) re-raises a worker's error:
-`IndexError: Traceback (most recent call last):`, the worker's frames and message below it."""
+`IndexError: Traceback (most recent call last):`, the worker's frames and message below it;
+a `KeyError` shows the repr of that text, all on one line: `KeyError: 'Traceback (...\\n...'`."""
 _LIBRARY_RE = re.compile(rb"site-packages|dist-packages|/lib/python\d|^<|/torch/|/_bootstrap")
 _CHAIN = (b"During handling of the above exception", b"The above exception was the direct cause")
 _ORIGINAL = b"Original Traceback"
@@ -341,6 +342,9 @@ class LogClassifier:
             return
         header = line.find(_HEADER)
         if header > 0 and _RERAISE_RE.match(line[:header]):
+            if line[:header].rstrip().endswith((b"'", b'"')):
+                self._exception_line(tb, line)  # the worker's traceback quoted on this line
+                return
             # The worker's traceback is this exception's message: its own exception line
             # ends the chain (a specific rule there still wins).
             self._exception_line(tb, line[:header].rstrip())
