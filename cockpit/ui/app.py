@@ -30,6 +30,7 @@ from cockpit.models.gate import ApprovedPlan, GateError, link_group
 from cockpit.models.history import HistoryItem, merge
 from cockpit.models.rules import Rulebook
 from cockpit.models.snapshot import Reachability
+from cockpit.models.sweep import Instance
 from cockpit.models.text import visible
 from cockpit.models.trend import Trend, resample
 from cockpit.services.config.acks import AckStore
@@ -551,10 +552,14 @@ class CockpitApp(App[int]):
         async def factory() -> tuple[Box, bool]:
             instance = self.trackers[name].instance
             watcher = self.fleet.watchers.get(name) if self.fleet is not None and not fresh else None
+            def target_for(i: Instance) -> ssh.Target:
+                return ssh.build_target(i, self.loaded.sweep.ssh, self.loaded.directory)
+
             if watcher is not None and watcher.conn is not None and not watcher.conn.is_closed():
-                return SshBox(watcher.conn), True  # the live connection; only SFTP is closed
-            box = await open_box(instance, lambda i: ssh.build_target(
-                i, self.loaded.sweep.ssh, self.loaded.directory))
+                # The live connection (only SFTP is closed after); its target lets a large
+                # file on a fast link ride the system ssh client.
+                return SshBox(watcher.conn, target=target_for(instance)), True
+            box = await open_box(instance, target_for)
             return box, not instance.is_local
 
         return factory

@@ -37,7 +37,9 @@ from cockpit.models.custody import (
     cell_evidence,
     plain_path,
 )
-from cockpit.services.transport.remote import Box, RemoteFile
+from cockpit.services.transport import sshpipe
+from cockpit.services.transport.remote import Box, RemoteFile, SshBox
+from cockpit.services.transport.sshpipe import PipeBroken, PipeUnavailable, ShortRemote
 
 PART_SUFFIX = ".cockpit-part"
 CHUNK = 8 << 20
@@ -61,6 +63,15 @@ sat in the page cache as dirty pages until the fsync before its rename, which th
 all of it; the writer was throttled meanwhile. Measured side by side (`bench.pull_designs`)."""
 SYNC_FILE_RANGE_WRITE = 2
 """`SYNC_FILE_RANGE_WRITE` from <fcntl.h>: start writeback of the range's dirty pages, don't wait."""
+FOLLOW_BUFFER = 8 << 20
+"""Bytes of a part being written by the ssh client read back and hashed at once (one reused
+buffer)."""
+FOLLOW_NAP_S = 0.002
+"""Seconds the follower sleeps once it has caught up with the ssh client: short against the
+~10 ms the client takes to write FOLLOW_BUFFER at loopback speed, long enough not to spin."""
+PIPE_POLL_S = 0.2
+"""Seconds between two looks at a system-ssh transfer's progress (for the UI and the stall
+watch); the bytes themselves never wait for it."""
 SETTLE_S = 2.0
 """Seconds a failed file's reads still in flight may take to end before they are cancelled."""
 PARALLEL_FILES = 8
@@ -408,6 +419,138 @@ async def _transfer(source: RemoteFile, sink: _Sink, offset: int, entry: FileEnt
     return moved
 
 
+def _follow(pipe: sshpipe.SshPipe, part: Path, offset: int, digest: Any) -> int:
+    """Hash `part` from `offset` on as the ssh client appends to it, up to `offset +
+    pipe.count` and never further, then judge the client (`SshPipe.finish`); the bytes taken
+    in. Blocking, run in a thread: plain file I/O, never asyncssh. The bytes are read back
+    from the page cache into one reused buffer (hashlib releases the GIL), and the kernel's
+    writeback is started every WRITEBACK_EVERY bytes as for an SFTP pull."""
+    end = offset + pipe.count
+    buffer = memoryview(bytearray(max(1, min(FOLLOW_BUFFER, pipe.count))))
+    writeback = _sync_file_range() if WRITEBACK_EVERY else None
+    fd = os.open(part, os.O_RDONLY)
+    try:
+        os.lseek(fd, offset, os.SEEK_SET)
+        pos = started = offset
+        exited = False
+        while pos < end:
+            got = os.readv(fd, [buffer[:min(len(buffer), end - pos)]])
+            if got:
+                digest.update(buffer[:got])
+                pos += got
+                pipe.moved = pos - offset
+                if writeback is not None and pos - started >= WRITEBACK_EVERY:
+                    writeback(fd, started, pos - started, SYNC_FILE_RANGE_WRITE)
+                    started = pos
+                continue
+            if exited or pipe.stopped:
+                break
+            # Caught up: one more look once the client has ended (its last write may have
+            # landed after the read above), else a short nap.
+            exited = pipe.poll() is not None
+            if not exited:
+                time.sleep(FOLLOW_NAP_S)
+    finally:
+        os.close(fd)
+    pipe.finish(pos - offset)
+    return pos - offset
+
+
+def _seal(part: Path, size: int) -> None:
+    """Cut the part at the file's expected end (where the platform could not cap the client)
+    and fsync it."""
+    fd = os.open(part, os.O_WRONLY)
+    try:
+        if os.fstat(fd).st_size > size:
+            os.ftruncate(fd, size)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+async def _pipe_file(box: Box, remote: str, part: Path, digest: Any, offset: int,
+                     entry: FileEntry, progress: PullProgress | None,
+                     on_progress: Callable[[PullProgress], None] | None) -> int | None:
+    """Append the rest of the file to `part` through the system ssh client where the box
+    offers it (`SshBox.open_stream`: a large file over a fast link): the client writes the
+    part itself, the cockpit hashes it behind the client (`_follow`); fsynced. The bytes
+    moved, or None to use SFTP (not offered, or the client failed before its first byte:
+    then it is not tried again on this box)."""
+    if not isinstance(box, SshBox) or not box.streams(entry.size - offset):
+        return None
+    async with box.pipe_slots:
+        return await _pipe_one(box, remote, part, digest, offset, entry, progress, on_progress)
+
+
+async def _pipe_one(box: SshBox, remote: str, part: Path, digest: Any, offset: int,
+                    entry: FileEntry, progress: PullProgress | None,
+                    on_progress: Callable[[PullProgress], None] | None) -> int | None:
+    pipe = box.open_stream(remote, offset, entry.size - offset)
+    if pipe is None:
+        return None
+    counted = 0
+
+    def count() -> None:
+        nonlocal counted
+        step, counted = pipe.moved - counted, pipe.moved
+        if progress is not None and step:
+            progress.done += step
+            progress.moved += step
+            if on_progress is not None:
+                on_progress(progress)
+
+    with part.open("ab") as out:
+        # The client's stdout is the part, opened for append; the cockpit's own copy of that
+        # descriptor closes here, so only the client writes it.
+        pipe.start(out.fileno(), entry.size)
+    # The round trip is timed (once per box) while the client does its handshake: both take
+    # a few round trips, so neither waits for the other. On a far link the client is ended
+    # and whatever it wrote is cut off again: the file comes over SFTP.
+    near = False
+    try:
+        near = await box.near()
+    finally:
+        if not near:  # far, or the timing failed or was cancelled: the client must not stay
+            pipe.stop()
+            await asyncio.to_thread(pipe.wait)
+            await asyncio.to_thread(os.truncate, part, offset)
+    if not near:
+        return None
+    task = asyncio.ensure_future(asyncio.to_thread(_follow, pipe, part, offset, digest))
+    try:
+        try:
+            quiet_since = time.monotonic()
+            while not task.done():
+                await asyncio.wait({task}, timeout=PIPE_POLL_S)
+                before = counted
+                count()
+                if counted != before:
+                    quiet_since = time.monotonic()
+                elif time.monotonic() - quiet_since > sshpipe.STALL_S:
+                    pipe.stop()  # the follower then ends and finish() raises PipeBroken
+            await task
+        finally:
+            pipe.stop()
+            # Never leave the follower running behind this call (the client is dead, so it
+            # ends at once); a cancellation, if any, goes on after. Its error was either
+            # raised above or is moot (cancelled): taken here, never logged as unretrieved.
+            await asyncio.shield(asyncio.wait({task}))
+            if not task.cancelled():
+                task.exception()
+            count()
+    except PipeUnavailable:
+        box.pipes = False  # refused key, no cipher, no ssh: SFTP from now on
+        await asyncio.to_thread(os.truncate, part, offset)  # whatever it wrote, unhashed
+        return None
+    except ShortRemote as exc:
+        raise PullMismatch(f"{entry.cell}/{entry.path}: the remote file is shorter than the "
+                           f"manifest says ({offset + exc.got} < {entry.size})") from None
+    except PipeBroken as exc:
+        raise ConnectionError(f"the ssh stream of {entry.cell}/{entry.path} broke: {exc}") from None
+    await asyncio.to_thread(_seal, part, entry.size)
+    return counted
+
+
 def _hash_prefix(part: Path, length: int) -> Any:
     digest = hashlib.sha256()
     if length:
@@ -455,16 +598,18 @@ async def pull_file(box: Box, root: str, dest: Path, entry: FileEntry,
     if progress is not None:
         progress.done += offset
     remote = "/".join(part for part in (root.rstrip("/"), entry.cell, entry.path) if part)
-    source = await box.open(remote)
-    try:
-        with part.open("ab") as out:
-            moved = await _transfer(source, _Sink(out, digest, offset), offset, entry, progress,
-                                    on_progress,
-                                    budget or asyncio.Semaphore(PULL_IN_FLIGHT // READ_SIZE))
-            out.flush()
-            os.fsync(out.fileno())
-    finally:
-        await source.close()
+    moved = await _pipe_file(box, remote, part, digest, offset, entry, progress, on_progress)
+    if moved is None:
+        source = await box.open(remote)
+        try:
+            with part.open("ab") as out:
+                moved = await _transfer(source, _Sink(out, digest, offset), offset, entry,
+                                        progress, on_progress,
+                                        budget or asyncio.Semaphore(PULL_IN_FLIGHT // READ_SIZE))
+                out.flush()
+                os.fsync(out.fileno())
+        finally:
+            await source.close()
     if digest.hexdigest() != entry.sha256:
         part.unlink()
         raise PullMismatch(f"{entry.cell}/{entry.path}: SHA-256 differs from the manifest "

@@ -547,7 +547,7 @@ async def open_box(instance: Instance, target_for: Callable[[Instance], object])
         return LocalBox()
     target = target_for(instance)
     assert isinstance(target, ssh.Target)
-    return SshBox(await ssh.connect(target), owns=True)
+    return SshBox(await ssh.connect(target), owns=True, target=target)
 
 
 def _cell_json(c: CellVerdict) -> dict[str, object]:

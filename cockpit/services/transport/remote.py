@@ -17,12 +17,20 @@ import contextlib
 import os
 import shlex
 import signal
+import tempfile
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import asyncssh
+
+from cockpit.services.transport import sshpipe
+from cockpit.services.transport.sshpipe import SshPipe
+
+if TYPE_CHECKING:
+    from cockpit.services.transport.ssh import Target
 
 T = TypeVar("T")
 
@@ -264,11 +272,11 @@ async def _start_sftp(conn: Any, window: int) -> Any:
                                    "utf-8", "strict", MIN_SFTP_VERSION)
 
 
-async def open_sftp(conn: Any) -> Any:
+async def open_sftp(conn: Any) -> tuple[Any, float]:
     """An SFTP client whose channel window fits the link: opened with SFTP_NEAR_WINDOW, then
     RTT_PINGS round trips (`realpath .`) are timed, and on a far link the session is replaced
     by one with `window_for(rtt)` (a few round trips once per pull, against a window that
-    would otherwise cap it)."""
+    would otherwise cap it). Returns the client and the round trip measured (seconds)."""
     sftp = await _start_sftp(conn, SFTP_NEAR_WINDOW)
     rtt = float("inf")
     for _ in range(RTT_PINGS):
@@ -277,22 +285,32 @@ async def open_sftp(conn: Any) -> Any:
         rtt = min(rtt, time.monotonic() - started)
     window = window_for(rtt)
     if window <= SFTP_NEAR_WINDOW:
-        return sftp
+        return sftp, rtt
     far = await _start_sftp(conn, window)
     sftp.exit()
-    return far
+    return far, rtt
 
 
 class SshBox:
-    """A box over an asyncssh connection: commands as exec requests, files over SFTP."""
+    """A box over an asyncssh connection: commands as exec requests, files over SFTP, and
+    (given the connection's `target`) a large file over a fast link through the system ssh
+    client (`open_stream`, `transport.sshpipe`)."""
 
     def __init__(self, conn: Any, *, owns: bool = False,
-                 sftp_timeout: float = SFTP_REQUEST_TIMEOUT) -> None:
+                 sftp_timeout: float = SFTP_REQUEST_TIMEOUT, target: Target | None = None) -> None:
         self.conn = conn
         self.owns = owns
         self.sftp_timeout = sftp_timeout
+        self.target = target
+        self.rtt: float | None = None
+        """The round trip measured when SFTP started (seconds)."""
+        self.pipes = target is not None
+        """Whether `open_stream` may start a system ssh client (off after one failed)."""
+        self.pipe_slots = asyncio.Semaphore(sshpipe.PIPE_PARALLEL)
+        """Held by each system ssh client running for this box (`custody.pull`)."""
         self._sftp: Any = None
         self._lock = asyncio.Lock()
+        self._workdir: tempfile.TemporaryDirectory[str] | None = None
 
     async def run(self, argv: list[str], timeout: float) -> CommandResult:
         """Run argv (quoted into one command line) and collect its output under the caps."""
@@ -315,9 +333,45 @@ class SshBox:
     async def _client(self) -> Any:
         async with self._lock:
             if self._sftp is None:
-                self._sftp = await _answered(open_sftp(self.conn), self.sftp_timeout,
-                                             "session start")
+                self._sftp, self.rtt = await _answered(open_sftp(self.conn), self.sftp_timeout,
+                                                       "session start")
             return self._sftp
+
+    def streams(self, count: int) -> bool:
+        """Whether `count` bytes may come through the system ssh client, as far as known
+        before the link is measured: a target, no failed client before, PIPE_MIN_BYTES."""
+        return self.pipes and self.target is not None and count >= sshpipe.PIPE_MIN_BYTES
+
+    def open_stream(self, path: str, offset: int, count: int) -> SshPipe | None:
+        """`count` bytes of `path` from `offset` on through the system ssh client (ready to
+        start on the caller's part file), or None where SFTP is the better or the only way:
+        no target, a failed client before, less than PIPE_MIN_BYTES, a round trip already
+        measured over PIPE_MAX_RTT, no `ssh`, a path OpenSSH would not take literally. Where
+        the round trip is not known yet, the caller starts the client and asks `near()`
+        meanwhile: the two handshakes overlap."""
+        target = self.target
+        if target is None or not self.streams(count):
+            return None
+        binary = sshpipe.ssh_binary()
+        if (self.rtt is not None and self.rtt > sshpipe.PIPE_MAX_RTT) or binary is None:
+            return None
+        if self._workdir is None:
+            self._workdir = tempfile.TemporaryDirectory(prefix="cockpit-ssh-")
+        user = getattr(target.options, "username", None)
+        argv = sshpipe.pipe_argv(
+            binary, sshpipe.config_include(list(target.config_files), Path(self._workdir.name)),
+            target.alias, target.port, str(user) if user else None,
+            [str(f) for f in target.known_hosts_files], list(target.identity_files),
+            target.connect_timeout, sshpipe.stream_command(path, offset))
+        if argv is None:
+            return None
+        return sshpipe.SshPipe(argv, count)
+
+    async def near(self) -> bool:
+        """Whether the link is fast enough for the system ssh client (PIPE_MAX_RTT): the round
+        trip timed when SFTP starts (once per box)."""
+        await self._client()
+        return self.rtt is not None and self.rtt <= sshpipe.PIPE_MAX_RTT
 
     async def open(self, path: str) -> RemoteFile:
         """Open `path` for reading over SFTP (reads are pipelined by asyncssh, and timed)."""
@@ -341,6 +395,9 @@ class SshBox:
         if self._sftp is not None:
             self._sftp.exit()
             self._sftp = None
+        if self._workdir is not None:
+            self._workdir.cleanup()
+            self._workdir = None
         if self.owns:
             self.conn.close()
             await self.conn.wait_closed()

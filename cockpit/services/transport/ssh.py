@@ -84,6 +84,8 @@ class Target:
     config_files: tuple[str, ...] = ()
     connect_timeout: float = 10.0
     known_hosts: Any = None  # the asyncssh.SSHKnownHosts read from known_hosts_files
+    identity_files: tuple[str, ...] = ()
+    """The sweep's identity files, resolved (the system ssh client of a pull gets the same)."""
 
 
 CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com", "chacha20-poly1305@openssh.com",
@@ -122,8 +124,9 @@ def build_target(instance: Instance, settings: SshSettings, sweep_dir: Path) -> 
         kwargs["port"] = instance.port
     if instance.user is not None:
         kwargs["username"] = instance.user
-    if settings.identity_files:
-        kwargs["client_keys"] = [str(_resolve(sweep_dir, f)) for f in settings.identity_files]
+    identities = tuple(str(_resolve(sweep_dir, f)) for f in settings.identity_files)
+    if identities:
+        kwargs["client_keys"] = list(identities)
     probe = asyncssh.SSHClientConnectionOptions(**kwargs)
 
     files: list[Path] = [approved_known_hosts()]
@@ -144,7 +147,7 @@ def build_target(instance: Instance, settings: SshSettings, sweep_dir: Path) -> 
     host = str(getattr(options, "host", None) or instance.host)
     port = int(getattr(options, "port", None) or instance.port or 22)
     return Target(instance.host, host, port, options, existing, tuple(config),
-                  float(kwargs["connect_timeout"]), known)
+                  float(kwargs["connect_timeout"]), known, identities)
 
 
 async def _fetch_key(target: Target, algs: Sequence[str] = ()) -> Any:
