@@ -81,7 +81,7 @@ async def manifest_of(inst: Instance, target: Target, cells: list[str]) -> tuple
     from cockpit.services.transport.remote import SshBox
     from cockpit.services.transport.ssh import connect
 
-    box = SshBox(await connect(target), owns=True)
+    box = SshBox(await connect(target), owns=True, target=target)
     try:
         t0 = time.perf_counter()
         assert inst.durable_root is not None
@@ -98,7 +98,7 @@ async def cockpit_pull(target: Target, manifest: Manifest, cell: str, dest: Path
     from cockpit.services.transport.remote import SshBox
     from cockpit.services.transport.ssh import connect
 
-    box = SshBox(await connect(target), owns=True)
+    box = SshBox(await connect(target), owns=True, target=target)
     try:
         t0 = time.perf_counter()
         result = await pull(box, manifest, dest, [cell])

@@ -138,7 +138,7 @@ async def cockpit_pull(inst: Instance, target: Target, dest: Path) -> CockpitPul
     from cockpit.services.transport.ssh import connect
 
     t0 = time.perf_counter()
-    box = SshBox(await connect(target), owns=True)
+    box = SshBox(await connect(target), owns=True, target=target)
     try:
         t1 = time.perf_counter()
         assert inst.durable_root is not None
@@ -183,7 +183,7 @@ async def pull_until_cut(target: Target, sshd: Sshd, manifest: Manifest,
     from cockpit.services.transport.remote import SshBox
     from cockpit.services.transport.ssh import connect
 
-    box = SshBox(await connect(target), owns=True)
+    box = SshBox(await connect(target), owns=True, target=target)
     half = manifest.total_bytes // 2
     cut_at = 0
 
@@ -211,7 +211,7 @@ async def pull_again(target: Target, manifest: Manifest, dest: Path) -> tuple[fl
     from cockpit.services.transport.ssh import connect
 
     t0 = time.perf_counter()
-    box = SshBox(await connect(target), owns=True)
+    box = SshBox(await connect(target), owns=True, target=target)
     try:
         t1 = time.perf_counter()
         result = await pull(box, manifest, dest)
