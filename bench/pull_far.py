@@ -6,7 +6,8 @@ A real OpenSSH sshd on loopback serves a durable root with two finished cells: `
 of --size-mb MiB) and `many` (--files files of --file-mb MB). For each link and each case the
 methods run in turn, rotated every round, and the best and median of --repeat rounds are
 printed with the ratios. The cockpit side is `pull()` (SFTP over its asyncssh connection,
-SHA-256 as the bytes arrive, fsync, rename only when the hash matches the manifest); the
+or the system ssh client for a large file on the fast link; SHA-256 of every byte, fsync,
+rename only when the hash matches the manifest); the
 manifest (one remote command hashing the files on the box) is timed apart and printed. `scp`
 and `rsync` each run as one process with their own connection over the same ssh_config and
 known_hosts; neither hashes against a manifest nor fsyncs. Every copy's content is checked

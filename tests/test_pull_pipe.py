@@ -280,3 +280,24 @@ def test_the_client_argv_is_strict_and_refuses_paths_it_would_expand(tmp_path: P
                          ["true"]) is None
     assert pipe_argv("/usr/bin/ssh", "/c/ssh_config", "h", 22, None, [], [], 10.0, ["true"]) is None
 
+
+
+@pytest.mark.parametrize("line", ["ProxyJump jump-box", "ProxyCommand nc %h %p"])
+def test_a_box_behind_a_jump_keeps_to_sftp(tmp_path: Path, line: str) -> None:
+    # OpenSSH starts the jump's own client without the strict options of the command line,
+    # so such a box never gets the system client (a direct one does, the control case).
+    import asyncssh
+
+    config, known = tmp_path / "ssh_config", tmp_path / "known_hosts"
+    config.write_text(f"Host behind\n  {line}\nHost direct\n  Port 2222\n")
+    known.write_text("")
+
+    def box(alias: str) -> SshBox:
+        options = asyncssh.SSHClientConnectionOptions(host=alias, config=[str(config)],
+                                                      known_hosts=str(known))
+        target = ssh.Target(alias, alias, 22, options, (known,), (str(config),))
+        return SshBox(None, target=target)
+
+    assert box("direct").streams(sshpipe.PIPE_MIN_BYTES)
+    assert not box("direct").streams(sshpipe.PIPE_MIN_BYTES - 1)
+    assert not box("behind").streams(sshpipe.PIPE_MIN_BYTES)

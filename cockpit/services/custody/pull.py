@@ -9,7 +9,9 @@
   files move at once, each keeping SFTP reads in flight ahead of the one it stores (a
   PULL_IN_FLIGHT budget shared by the files) over a channel whose window follows the round
   trip (`transport.remote.open_sftp`): on a far link the bytes in flight, not the bandwidth,
-  set the rate.
+  set the rate. A large file over a fast link comes through the system ssh client instead
+  (`transport.sshpipe`), which writes the part itself while the cockpit hashes it behind the
+  client (`_follow`); the same checks decide the rename.
 """
 
 from __future__ import annotations

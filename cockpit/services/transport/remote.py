@@ -339,8 +339,14 @@ class SshBox:
 
     def streams(self, count: int) -> bool:
         """Whether `count` bytes may come through the system ssh client, as far as known
-        before the link is measured: a target, no failed client before, PIPE_MIN_BYTES."""
-        return self.pipes and self.target is not None and count >= sshpipe.PIPE_MIN_BYTES
+        before the link is measured: a target reached directly, no failed client before,
+        PIPE_MIN_BYTES. A box behind ProxyJump or ProxyCommand keeps to SFTP: OpenSSH starts
+        the jump's own client without the strict options given on the command line."""
+        target = self.target
+        if not self.pipes or target is None or count < sshpipe.PIPE_MIN_BYTES:
+            return False
+        options = target.options
+        return not (getattr(options, "tunnel", None) or getattr(options, "proxy_command", None))
 
     def open_stream(self, path: str, offset: int, count: int) -> SshPipe | None:
         """`count` bytes of `path` from `offset` on through the system ssh client (ready to
