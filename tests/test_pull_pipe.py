@@ -249,6 +249,25 @@ async def test_a_remote_file_that_grew_is_cut_at_the_manifests_size(
         await remote.close()
 
 
+async def test_on_a_far_link_the_started_client_is_ended_and_sftp_carries_the_file(
+        sshd: Sshd, tmp_path: Path, spy: Spy, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The client starts while the round trip is timed; a link found far (here: any link)
+    # ends it, cuts off whatever it wrote, and the file comes over SFTP, whole and hashed.
+    monkeypatch.setattr(sshpipe, "PIPE_MAX_RTT", 0.0)
+    remote, manifest, _, data, _ = await open_box(sshd, tmp_path)
+    dest = tmp_path / "pulled"
+    try:
+        result = await pull(remote, manifest, dest)
+        assert result.ok, result.failures
+        assert len(spy.pipes) == 1 and spy.pipes[0].moved == 0 and spy.pipes[0].stopped
+        client = spy.pipes[0].process
+        assert client is not None and client.poll() is not None
+        assert result.bytes_moved == SIZE
+        assert local_path(dest, manifest.files[0]).read_bytes() == data
+    finally:
+        await remote.close()
+
+
 def test_the_client_cannot_grow_the_part_past_the_file_size(tmp_path: Path) -> None:
     # A box that sends more than it was asked for: the client's writes stop at the limit.
     # A real process writing without end stands in for it (no ssh needed to test the cap).
