@@ -270,9 +270,10 @@ async def test_on_a_far_link_the_started_client_is_ended_and_sftp_carries_the_fi
 
 def test_the_client_cannot_grow_the_part_past_the_file_size(tmp_path: Path) -> None:
     # A box that sends more than it was asked for: the client's writes stop at the limit.
-    # A real process writing without end stands in for it (no ssh needed to test the cap).
+    # A real process writing without end stands in for it (no ssh needed to test the cap);
+    # its first write comes a second after the start, long after the cap is set.
     part = tmp_path / "part"
-    pipe = SshPipe(["sh", "-c", "sleep 0.3; head -c 5000000 /dev/zero"], 1 << 20)
+    pipe = SshPipe(["sh", "-c", "sleep 1; head -c 5000000 /dev/zero"], 1 << 20)
     with part.open("ab") as out:
         pipe.start(out.fileno(), 1 << 20)
     assert pipe.process is not None
