@@ -277,6 +277,11 @@ def test_the_client_cannot_grow_the_part_past_the_file_size(tmp_path: Path) -> N
     with part.open("ab") as out:
         pipe.start(out.fileno(), 1 << 20)
     assert pipe.process is not None
+    limits = Path(f"/proc/{pipe.process.pid}/limits")
+    if limits.exists():  # Linux: the caps are on the client itself, while it still waits
+        table = {line[:26].strip(): line[26:].split()[:2] for line in limits.read_text().splitlines()}
+        assert table["Max file size"] == [str(1 << 20)] * 2
+        assert table["Max core file size"] == ["0", "0"]
     status = pipe.process.wait(30)
     assert part.stat().st_size <= 1 << 20
     soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)

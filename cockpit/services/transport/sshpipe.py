@@ -159,6 +159,8 @@ class SshPipe:
         # the expected end and truncates after) still holds.
         with contextlib.suppress(OSError, AttributeError, ValueError):
             resource.prlimit(self.process.pid, resource.RLIMIT_FSIZE, (limit, limit))
+            # SIGXFSZ would dump core by default: no core file of a client holding keys.
+            resource.prlimit(self.process.pid, resource.RLIMIT_CORE, (0, 0))
         threading.Thread(target=self._drain_stderr, daemon=True).start()
 
     def _drain_stderr(self) -> None:
