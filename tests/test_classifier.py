@@ -746,3 +746,107 @@ ValueError: bad config
 """
     (found,) = classify_bytes(RULEBOOK, [plain])
     assert (found.rule.id, found.exception) == ("PY", "ValueError")
+
+
+@pytest.mark.parametrize(("line", "rule", "klass"), [
+    # conda and pip that cannot resolve the pins: the environment cannot be built
+    ("ResolvePackageNotFound: ", "ENV-SOLVE", "environment"),
+    ("PackagesNotFoundError: The following packages are not available from current channels:", "ENV-SOLVE", "environment"),
+    ("ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/#dealing-with-dependency-conflicts", "ENV-SOLVE", "environment"),
+    # docker without the NVIDIA container toolkit
+    ('docker: Error response from daemon: could not select device driver "" with capabilities: [[gpu]].', "NO-DRIVER", "environment"),
+    ('Error response from daemon: could not select device driver "nvidia" with capabilities: [[gpu]]', "NO-DRIVER", "environment"),
+    # a wheel without code for this GPU, ROCm's wording and CUDA's
+    ("RuntimeError: HIP error: invalid device function", "U28", "environment"),
+    ("torch.AcceleratorError: HIP error: invalid device function", "U28", "environment"),
+    ("RuntimeError: CUDA error: invalid device function", "U28", "environment"),
+    # cuDNN / cuSolver that cannot start under JAX or TensorFlow
+    ("jaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: DNN library initialization failed. Look at the errors above for more details.", "DNN-INIT", "environment"),
+    ("2024-07-19 15:49:01.341533: E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:439] Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR", "DNN-INIT", "environment"),
+    ("jaxlib._jax.XlaRuntimeError: INTERNAL: cuSolver internal error", "DNN-INIT", "environment"),
+    ("jaxlib.xla_extension.XlaRuntimeError: INTERNAL: No valid engine configs for Matmul_MUL_Reduction_Matmul_", "DNN-INIT", "environment"),
+    # ROCm's GPU hang, an NVLink link down in nvidia-smi nvlink -s
+    ("HW Exception by GPU node-1 (Agent handle: 0x5899c75e9d60) reason :GPU Hang", "GPU-LOST", "hardware"),
+    ("         Link 5: <inactive>", "GPU-LOST", "hardware"),
+    # the Hub refusing a gated or private repo
+    ("huggingface_hub.errors.GatedRepoError: 401 Client Error. (Request ID: Root=1-66f4b037-1bf3d7d219afbc904ee05694)", "HF-AUTH", "ops"),
+    ("Cannot access gated repo for url https://huggingface.co/meta-llama/Llama-2-7b-hf/resolve/main/config.json.", "HF-AUTH", "ops"),
+    ("OSError: You are trying to access a gated repo.", "HF-AUTH", "ops"),
+    ("requests.exceptions.HTTPError: 401 Client Error: Unauthorized for url: https://huggingface.co/api/models/org/private-model", "HF-AUTH", "ops"),
+    # wandb started without a key
+    ("wandb: ERROR api_key not configured (no-tty). call wandb.login(key=[your_api_key])", "U35", "ops"),
+    ("wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[your_api_key])", "U35", "ops"),
+    # a registry that does not answer the TLS handshake, a typographic apostrophe
+    ('docker: Error response from daemon: Get "https://registry-1.docker.io/v2/": net/http: TLS handshake timeout.', "NET", "probabilistic"),
+    ("ConnectionError: Couldn\u2019t reach https://raw.githubusercontent.com/huggingface/datasets/1.1.2/datasets/squad/squad.py", "NET", "probabilistic"),
+    # a Ray node that stopped answering its heartbeats
+    ("The node with node id: 75b2eec8a61cdafd and ip: 10.4.4.107 has been marked dead because the detector has missed too many heartbeats from it.", "NCCL-PEER", "probabilistic"),
+    # FSDP that cannot flatten mixed parameters, JAX shape checks
+    ("ValueError: `FlatParameter` requires uniform dtype but got torch.float16 and torch.float32", "TORCH-BUG", "real-bug"),
+    ("ValueError: Must flatten tensors with uniform dtype but got torch.bfloat16 and torch.float32", "TORCH-BUG", "real-bug"),
+    ("TypeError: dot_general requires contracting dimensions to have the same shape, got [1] and [15].", "TORCH-BUG", "real-bug"),
+    ("TypeError: add got incompatible shapes for broadcasting: (3, 4), (5, 4).", "TORCH-BUG", "real-bug"),
+])
+def test_issue_17_families_of_collector_g(line: str, rule: str, klass: str) -> None:
+    found = RULEBOOK.match_line(line.encode())
+    assert found is not None and (found.id, found.klass) == (rule, klass), (line, found)
+
+
+@pytest.mark.parametrize("line", [
+    # conda's first solve failing over to the flexible one is a retry, not a failure
+    "Solving environment: failed with initial frozen solve. Retrying with flexible solve.",
+    # AMD_LOG_LEVEL chatter: the runtime skips a code object and goes on
+    ":3:hip_platform.cpp         :715 : 8802962852 us: [pid:19349 tid:0x14dec9d33080] init: Returned hipErrorNoBinaryForGpu : continue parsing remaining modules",
+    # a healthy cuDNN and NVLink status
+    "I0611 08:35:28.413281  146213 cuda_dnn.cc:529] Loaded cuDNN version 8902",
+    "         Link 0: 25.781 GB/s",
+    # a memory access fault is the program's, not a hung GPU
+    "Memory access fault by GPU node-2 (Agent handle: 0x5640a8bb1980) on address 0x7feea09c5000. Reason: Page not present or supervisor privilege.",
+    # a gated repo the token can read, a configured wandb key
+    "Access to model meta-llama/Llama-2-7b-hf granted, downloading config.json",
+    "wandb: W&B API key is configured. Use `wandb login --relogin` to force relogin",
+    # a handshake timeout the client retries
+    "Pulling fs layer: net/http: TLS handshake timeout, retrying in 5 seconds",
+    # Ray and FSDP status lines, a JAX precision setting
+    "ray status: 4 nodes alive, 0 nodes marked dead",
+    "FSDP: flattening 24 parameters with uniform dtype torch.bfloat16",
+    "jax_default_matmul_precision=highest (dot_general)",
+])
+def test_look_alikes_of_collector_g_families_are_no_event(line: str) -> None:
+    assert RULEBOOK.match_line(line.encode()) is None, (line, RULEBOOK.match_line(line.encode()))
+
+
+def test_collector_g_families_decide_the_excerpt_in_evidence_order() -> None:
+    # A ROCm GPU hang names the run; torchrun's SIGTERMs and exit code after it are the echo.
+    hang = b"""Loss/train_mean_inlier_rep_error: 4.7540 (4.7279) | Grad/point: 65.9949 (74.0430)
+HW Exception by GPU node-4 (Agent handle: 0x1ebc04e0) reason :GPU Hang
+W0902 15:10:48.626000 819010 torch/distributed/elastic/multiprocessing/api.py:900] Sending process 819027 closing signal SIGTERM
+E0902 15:10:49.013000 819010 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -6) local_rank: 0 (pid: 819025) of binary: /bin/python
+"""
+    verdict = classify_excerpt(RULEBOOK, hang)
+    assert verdict is not None and (verdict.rule.id, verdict.klass, verdict.line_no) == ("GPU-LOST", "hardware", 2)
+    # conda that cannot resolve exported build strings; the retried first solve alone is clean.
+    solve = b"""Collecting package metadata (repodata.json): done
+Solving environment: failed
+
+ResolvePackageNotFound:
+  - libffi==3.3=hb1e8313_2
+  - python==3.9.0=h88f2d9e_2
+"""
+    verdict = classify_excerpt(RULEBOOK, solve)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("ENV-SOLVE", "environment")
+    retried = b"""Collecting package metadata (current_repodata.json): done
+Solving environment: failed with initial frozen solve. Retrying with flexible solve.
+Solving environment: done
+"""
+    assert classify_excerpt(RULEBOOK, retried) is None
+    # wandb's missing key at the end of a traceback is the operator's, not a Python bug.
+    wandb = b"""Traceback (most recent call last):
+  File "/proj/train.py", line 394, in main
+    run = wandb.init(
+  File "/opt/conda/lib/python3.10/site-packages/wandb/sdk/wandb_login.py", line 247, in prompt_api_key
+    raise UsageError("api_key not configured (no-tty). call " + directive)
+wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[your_api_key])
+"""
+    verdict = classify_excerpt(RULEBOOK, wandb)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("U35", "ops")
