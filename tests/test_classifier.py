@@ -786,6 +786,9 @@ ValueError: bad config
     ("ValueError: Must flatten tensors with uniform dtype but got torch.bfloat16 and torch.float32", "TORCH-BUG", "real-bug"),
     ("TypeError: dot_general requires contracting dimensions to have the same shape, got [1] and [15].", "TORCH-BUG", "real-bug"),
     ("TypeError: add got incompatible shapes for broadcasting: (3, 4), (5, 4).", "TORCH-BUG", "real-bug"),
+    # a pin no wheel exists for (pip lists what it has), bitsandbytes without its native library
+    ("ERROR: Could not find a version that satisfies the requirement torch==1.8.1 (from versions: 1.13.0, 1.13.1, 2.0.0)", "ENV-SOLVE", "environment"),
+    ("RuntimeError: CUDA Setup failed despite GPU being available. Inspect the CUDA SETUP outputs above to fix your environment!", "LIB-MISSING", "environment"),
     # Ray's memory monitor killing workers: host RAM, not the GPU
     ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.", "U9", "host-oom"),
     ("(raylet) [2025-12-07 09:57:19,206 E 393463 393463] (raylet) node_manager.cc:3277: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at ", "U9", "host-oom"),
@@ -814,6 +817,10 @@ def test_issue_17_families_of_collector_g(line: str, rule: str, klass: str) -> N
     "ray status: 4 nodes alive, 0 nodes marked dead",
     "FSDP: flattening 24 parameters with uniform dtype torch.bfloat16",
     "jax_default_matmul_precision=highest (dot_general)",
+    # pip that found the pin, bitsandbytes set-up chatter; pip with no index listing may be offline
+    "Requirement already satisfied: torch==2.1.0 in ./venv/lib/python3.10/site-packages (2.1.0)",
+    "CUDA SETUP: PyTorch settings found: CUDA_VERSION=118, Highest Compute Capability: 7.5.",
+    "ERROR: Could not find a version that satisfies the requirement torch==2.1.0 (from versions: none)",
     # Ray's summary with nothing killed, its threshold setting
     "(raylet) 0 Workers (tasks / actors) killed due to memory pressure (OOM), 1 Workers crashed due to other reasons",
     "ray start --head (RAY_memory_usage_threshold=0.95, node running low on memory triggers worker kills)",
