@@ -817,6 +817,12 @@ def test_issue_17_families_of_collector_g(line: str, rule: str, klass: str) -> N
     "ray status: 4 nodes alive, 0 nodes marked dead",
     "FSDP: flattening 24 parameters with uniform dtype torch.bfloat16",
     "jax_default_matmul_precision=highest (dot_general)",
+    # a GPU container started the right way, a download the client retries, a broadcast that fits
+    "docker run --gpus all --rm nvidia/cuda:12.2.0-base-ubuntu22.04 nvidia-smi",
+    "Couldn\u2019t reach https://huggingface.co/api/models/bert-base-uncased, retrying (1/5)",
+    "data: broadcasting labels to shape (32, 4) for the multi-task head",
+    # pip's resolver note after a successful install is not a failed resolution
+    "ERROR: pip's dependency resolver does not currently take into account all the packages that are installed. This behaviour is the source of the following dependency conflicts.",
     # pip that found the pin, bitsandbytes set-up chatter; pip with no index listing may be offline
     "Requirement already satisfied: torch==2.1.0 in ./venv/lib/python3.10/site-packages (2.1.0)",
     "CUDA SETUP: PyTorch settings found: CUDA_VERSION=118, Highest Compute Capability: 7.5.",
