@@ -487,6 +487,8 @@ async def _pipe_file(box: Box, remote: str, part: Path, digest: Any, offset: int
 async def _pipe_one(box: SshBox, remote: str, part: Path, digest: Any, offset: int,
                     entry: FileEntry, progress: PullProgress | None,
                     on_progress: Callable[[PullProgress], None] | None) -> int | None:
+    """`_pipe_file` once a client slot of the box is held: start the client on the part,
+    time the link meanwhile, follow and judge it, report progress and stalls."""
     pipe = box.open_stream(remote, offset, entry.size - offset)
     if pipe is None:
         return None
