@@ -1,8 +1,8 @@
 """A large file's bytes carried by the system's OpenSSH client, for the pull on a fast link.
 
 On a fast link the SFTP pull is CPU-bound: every 32 KiB SSH packet is decrypted and parsed
-by asyncssh's Python code on the cockpit's own core. Here `ssh HOST 'tail -c +N -- FILE |
-head -c COUNT'` moves the same bytes with OpenSSH's C cipher in a process of its own, and
+by asyncssh's Python code on the cockpit's own core. Here `ssh HOST cat -- FILE` (`tail -c
++N` on a resume) moves the same bytes with OpenSSH's C cipher in a process of its own, and
 **writes them straight into the pull's part file** (its stdout is that file, opened for
 append): no byte passes through a pipe or through Python on the way in. The pull hashes the
 part behind the client as it grows (`custody.pull`), from the page cache.
@@ -18,8 +18,8 @@ files, and only the known_hosts files the cockpit itself trusts, with
 prompt or a missing cipher ends it before a byte moves; the caller then uses SFTP over the
 connection it already verified). Nothing is forwarded, multiplexed or run locally. The
 client may not make the part larger than the file's expected end (`RLIMIT_FSIZE`, set on it
-as it starts; the remote `head -c` asks for no more anyway), and the bytes are still hashed
-against the manifest, fsynced and renamed only on a match.
+as it starts; the cockpit reads no further and cuts the part there), and the bytes are still
+hashed against the manifest, fsynced and renamed only on a match.
 
 Only used where it pays: files with at least PIPE_MIN_BYTES left, over a link whose round
 trip is at most PIPE_MAX_RTT (OpenSSH's fixed 2 MiB channel window would cap a far link;
@@ -131,7 +131,7 @@ def config_include(files: list[str], folder: Path) -> str:
 
 
 class SshPipe:
-    """One `ssh … 'tail -c +N -- FILE | head -c COUNT'` whose stdout is the part file.
+    """One `ssh … cat -- FILE` (or `tail -c +N -- FILE`) whose stdout is the part file.
 
     `start(out_fd, limit)` starts the client writing to `out_fd` (a file opened for append)
     and caps the file it may grow at `limit` bytes; the caller follows the file (hashing it)
