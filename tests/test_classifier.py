@@ -869,3 +869,88 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
 """
     verdict = classify_excerpt(RULEBOOK, wandb)
     assert verdict is not None and (verdict.rule.id, verdict.klass) == ("U35", "ops")
+
+
+@pytest.mark.parametrize(("line", "rule", "klass"), [
+    # a JIT or extension build with no compiler or CUDA headers on the box
+    ("RuntimeError: Failed to find C compiler. Please specify via CC environment variable.", "TOOLCHAIN", "environment"),
+    ("error: command 'nvcc' failed: No such file or directory", "TOOLCHAIN", "environment"),
+    ("error: command '/usr/bin/gcc' failed with exit code 1", "TOOLCHAIN", "environment"),
+    ("/bin/sh: 1: nvcc: not found", "TOOLCHAIN", "environment"),
+    ("RuntimeError: Error building extension 'fused_adam'", "TOOLCHAIN", "environment"),
+    ("RuntimeError: Ninja is required to load C++ extensions", "TOOLCHAIN", "environment"),
+    ("#error -- unsupported GNU version! gcc versions later than 11 are not supported!", "TOOLCHAIN", "environment"),
+    ("csrc/flash_attn/flash_api.cpp:4:10: fatal error: Python.h: No such file or directory", "TOOLCHAIN", "environment"),
+    ("OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.", "NO-DRIVER", "environment"),
+    # a launcher's subprocess that died of a signal: SIGKILL is the host's OOM killer
+    ("subprocess.CalledProcessError: Command '['/usr/bin/python', 'train.py']' returned non-zero exit status -9.", "U9", "host-oom"),
+    ("Container killed on request. Exit code is 137", "U9", "host-oom"),
+    ("subprocess.CalledProcessError: Command '['torchrun', 'train.py']' returned non-zero exit status -15.", "SIGTERM-LAUNCHER", "ops"),
+    # an HGX box whose fabric manager is not running, a Windows DLL that cannot load
+    ("RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 802: system not yet initialized", "NO-DRIVER", "environment"),
+    ('OSError: [WinError 126] The specified module could not be found. Error loading "C:\\Python310\\lib\\site-packages\\torch\\lib\\c10.dll" or one of its dependencies.', "LIB-MISSING", "environment"),
+    # apt and safetensors out of space
+    ("E: You don't have enough free space in /var/cache/apt/archives/.", "U7", "disk-full"),
+    ('safetensors_rust.SafetensorError: Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })', "U7", "disk-full"),
+])
+def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
+    found = RULEBOOK.match_line(line.encode())
+    assert found is not None and (found.id, found.klass) == (rule, klass), (line, found)
+
+
+@pytest.mark.parametrize("line", [
+    # a build that falls back to a prebuilt kernel, a compiler that is configured
+    "Error building extension 'fused_adam', falling back to the PyTorch implementation",
+    "CC=/usr/bin/gcc-11 found C compiler, building triton kernels",
+    # exit statuses that are not signals
+    "subprocess.CalledProcessError: Command '['python', 'prep.py']' returned non-zero exit status 9.",
+    "Exit code is 0",
+    # ENOSPC from inotify is a kernel watch limit, not a full disk
+    "OSError: [Errno 28] inotify watch limit reached",
+    "Error: ENOSPC: System limit for number of file watchers reached, watch '/app/src'",
+    # TensorFlow's and XLA's own warnings and infos about optional libraries
+    "2024-01-01 00:00:00.000000: W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; dlerror: libnvinfer.so.7: cannot open shared object file: No such file or directory",
+    "W0000 00:00:1700000000.123456 1234 dso_loader.cc:64] Could not load dynamic library 'libcudart.so.12'; dlerror: libcudart.so.12: cannot open shared object file",
+])
+def test_look_alikes_of_round_5_families_are_no_event(line: str) -> None:
+    assert RULEBOOK.match_line(line.encode()) is None, (line, RULEBOOK.match_line(line.encode()))
+
+
+IGNORED_TB = b"""Epoch 10: 100%|##########| 100/100 [00:10<00:00]
+Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f2c1d5e3d30>
+Traceback (most recent call last):
+  File "/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py", line 1478, in __del__
+    self._shutdown_workers()
+  File "/usr/lib/python3.10/multiprocessing/process.py", line 160, in is_alive
+    assert self._parent_pid == os.getpid(), 'can only test a child process'
+AssertionError: can only test a child process
+"""
+
+
+def test_an_exception_cpython_ignored_is_no_event_in_any_chunking() -> None:
+    # CPython printed it from a finaliser and went on: it cannot have ended the run, even
+    # when the excerpt ends on its exception line.
+    assert classify_excerpt(RULEBOOK, IGNORED_TB) is None
+    for cut in range(1, len(IGNORED_TB)):
+        assert classify_bytes(RULEBOOK, [IGNORED_TB[:cut], IGNORED_TB[cut:]]) == [], cut
+    # ...but an exception that names its cause still counts (a flush at exit on a full disk)
+    full = IGNORED_TB.replace(b"AssertionError: can only test a child process",
+                              b"OSError: [Errno 28] No space left on device")
+    verdict = classify_excerpt(RULEBOOK, full)
+    assert verdict is not None and verdict.rule.id == "U7"
+    # and the same traceback without CPython's note is the program's exception
+    plain = IGNORED_TB.replace(b"Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f2c1d5e3d30>\n", b"")
+    verdict = classify_excerpt(RULEBOOK, plain)
+    assert verdict is not None and verdict.rule.id == "PY"
+
+
+def test_torch_elastic_warnings_are_not_dropped_as_cpp_runtime_chatter() -> None:
+    # torch logs its agent's SIGTERM at W severity from a .py file: still a stop from outside
+    line = (b"W0823 16:54:02.337000 139733055988160 torch/distributed/elastic/agent/server/api.py:688] "
+            b"Received Signals.SIGTERM death signal, shutting down workers\n")
+    verdict = classify_excerpt(RULEBOOK, line)
+    assert verdict is not None and verdict.klass == "ops"
+    # and c10's port warning still names the busy port
+    port = b"[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29400 (errno: 98 - Address already in use).\n"
+    verdict = classify_excerpt(RULEBOOK, port)
+    assert verdict is not None and verdict.klass == "environment"

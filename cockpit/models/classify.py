@@ -52,6 +52,13 @@ _RERAISE_RE = re.compile(rb"^[A-Za-z_][\w.]*(?:Error|Exception):\s*['\"]?$")
 `IndexError: Traceback (most recent call last):`, the worker's frames and message below it;
 a `KeyError` shows the repr of that text, all on one line: `KeyError: 'Traceback (...\\n...'`."""
 _LIBRARY_RE = re.compile(rb"site-packages|dist-packages|/lib/python\d|^<|/torch/|/_bootstrap")
+_IGNORED = b"Exception ignored "
+"""CPython's line above a traceback it printed and then ignored (`Exception ignored in:
+<function _MultiProcessingDataLoaderIter.__del__ ...>`, from 3.14 `Exception ignored while
+calling deallocator ...`): an exception in a finaliser or at interpreter exit, which cannot
+end the run."""
+PREV_LINE = 256
+"""Bytes of the previous feed's last line kept to see whether it was `Exception ignored in:`."""
 _CHAIN = (b"During handling of the above exception", b"The above exception was the direct cause")
 _ORIGINAL = b"Original Traceback"
 _EXC_TYPE_RE = re.compile(rb"^(?P<type>[A-Za-z_][\w.]*)(?::|$)")
@@ -119,6 +126,9 @@ class _Traceback:
     after_frame: bool = False
     """The previous line was a frame (the next is its code line)."""
     foreign: int = 0
+    ignored: bool = False
+    """CPython printed it under `Exception ignored in:`: only a rule that names the exception
+    itself (disk full, a signal) counts, not one that only says "a traceback ended here"."""
     chained: bool = False
     open_message: bool = False
 
@@ -136,6 +146,7 @@ class LogClassifier:
         self._carry_hits: set[str] = set()
         self._line_no = 0  # complete lines consumed
         self._tb: _Traceback | None = None
+        self._prev_tail = b""
         self.bytes_seen = 0
 
     @property
@@ -208,7 +219,8 @@ class LogClassifier:
                 self._prefix_finding(line[:header], out)
                 prefix = line[:header]
                 stamped = _STAMP_RE.fullmatch(prefix) is not None
-                self._tb = _Traceback(prefix=b"" if stamped else prefix, stamped=stamped)
+                self._tb = _Traceback(prefix=b"" if stamped else prefix, stamped=stamped,
+                                      ignored=_IGNORED in self._line_before(buf, start))
                 self._line_no += 1
                 counted = pos = stop + 1
                 continue
@@ -230,6 +242,14 @@ class LogClassifier:
         self._line_no += buf.count(b"\n", counted, end)
         if end:
             self._carry_hits = set()  # the carried line, if any, is complete now
+            self._prev_tail = buf[max(buf.rfind(b"\n", 0, end - 1) + 1, end - 1 - PREV_LINE):end - 1]
+
+    def _line_before(self, buf: bytes, start: int) -> bytes:
+        """The complete line before the one starting at `start` (from the last feed if
+        `start` is this buffer's first line; at most `PREV_LINE` bytes of it)."""
+        if start == 0:
+            return self._prev_tail
+        return buf[max(buf.rfind(b"\n", 0, start - 1) + 1, start - 1 - PREV_LINE):start - 1]
 
     def _prefix_finding(self, prefix: bytes, out: list[Finding]) -> None:
         match = self.rulebook.scanner.search(prefix) if prefix.strip() else None
@@ -376,7 +396,7 @@ class LogClassifier:
             rule = self.rulebook.match_line(b"\n".join(lines), traceback=tb.lines)
             if rule is not None and (best is None or rule.order < best[0].order):
                 best = (rule, line_no, lines)
-        if best is None:
+        if best is None or (tb.ignored and best[0].spec.scope == "traceback"):
             return
         rule, _, _ = best
         final_no, final = tb.exceptions[-1]
@@ -440,6 +460,16 @@ _CONTINUATION_RE = re.compile(
 or the appendix torch prints under every CUDA error. Read past it to the exception line."""
 
 
+def _ignored_above(before: bytes) -> bool:
+    """Whether the last traceback header in `before` sits under `Exception ignored in:`."""
+    header = before.rfind(_HEADER)
+    if header < 0:
+        return False
+    line_start = before.rfind(b"\n", 0, header) + 1
+    return line_start > 0 and _IGNORED in before[before.rfind(b"\n", 0, line_start - 1) + 1:
+                                                 line_start - 1]
+
+
 def _final_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
     """An excerpt that holds no event but ENDS on an exception line (`KeyError: 'label'`)
     died of that exception: its traceback was cut off or printed elsewhere. Judged as the
@@ -451,6 +481,8 @@ def _final_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
     for back, raw in enumerate(reversed(tail)):
         line = _RANK_PREFIX_RE.sub(b"", _STAMP_RE.sub(b"", raw.strip(), count=1))
         if _HEADLESS_EXC_RE.match(line) and (b": " in line or line.endswith(b"Error")):
+            if _ignored_above(b"\n".join(tail[:len(tail) - 1 - back])):
+                return []  # the end of a traceback CPython printed and ignored
             found = classify_bytes(rulebook, [_HEADER + b"\n" + line + b"\n"])
             return [Finding(f.rule, total - back, f.excerpt, f.frame, f.exception)
                     for f in found]
