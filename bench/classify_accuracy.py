@@ -242,8 +242,14 @@ def main() -> int:
     parser.add_argument("--misses", action="store_true",
                         help="list the TUNING split's misses (never the test-only split's)")
     parser.add_argument("--json", action="store_true", help="print figures as JSON")
+    parser.add_argument("--collectors", metavar="LETTERS",
+                        help="score only the excerpts of these collectors (file-name prefixes, "
+                             "e.g. 'hij': a round's files, unseen by rules tuned before it)")
     args = parser.parse_args()
     index = load_index()
+    if args.collectors:
+        index = {name: entry for name, entry in index.items()
+                 if name.split("_", 1)[0] in set(args.collectors)}
     tuning, test_only = splits(index)
     names = [e.name for e in tuning + test_only]
     now = judge_corpus(names)

@@ -398,8 +398,8 @@ AttributeError: 'NoneType' object has no attribute 'to'
     ("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable", "NO-DRIVER", "environment"),
     ("Pod was terminated in response to imminent node shutdown.", "PREEMPT", "probabilistic"),
     # torchrun's root-cause block for the other signals: SIGBUS is /dev/shm, SIGSEGV a native crash
-    ("  exitcode  : -7 (pid: 1234)", "DP15", "environment"),
-    ("Bus error (core dumped)", "DP15", "environment"),
+    ("  exitcode  : -7 (pid: 1234)", "DP15", "disk-full"),
+    ("Bus error (core dumped)", "DP15", "disk-full"),
     ("  traceback : Signal 11 (SIGSEGV) received by PID 1234", "SEGV", "real-bug"),
     ("  traceback : Signal 6 (SIGABRT) received by PID 1234", "ABORT", "real-bug"),
     # torch's own initialisation warning names a driver state, not the code
@@ -880,6 +880,12 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("RuntimeError: Error building extension 'fused_adam'", "TOOLCHAIN", "environment"),
     ("RuntimeError: Ninja is required to load C++ extensions", "TOOLCHAIN", "environment"),
     ("#error -- unsupported GNU version! gcc versions later than 11 are not supported!", "TOOLCHAIN", "environment"),
+    # a GPU gone from the bus as lspci and the PCIe hotplug driver see it, an AMD ring timeout, HBM rows
+    ("41:00.0 3D controller: NVIDIA Corporation GA100 [A100 SXM4 80GB] (rev ff)", "GPU-LOST", "hardware"),
+    ("pcieport 0000:40:01.1: pciehp: Slot(3): Link Down", "GPU-LOST", "hardware"),
+    ("[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx timeout, signaled seq=38, emitted seq=40", "GPU-LOST", "hardware"),
+    ("amdgpu 0000:03:00.0: amdgpu: GPU reset begin!", "GPU-LOST", "hardware"),
+    ("GPU 3: row remapping failure occurred, the GPU must be reset", "U22", "hardware"),
     ("csrc/flash_attn/flash_api.cpp:4:10: fatal error: Python.h: No such file or directory", "TOOLCHAIN", "environment"),
     ("OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.", "NO-DRIVER", "environment"),
     # a launcher's subprocess that died of a signal: SIGKILL is the host's OOM killer
@@ -892,6 +898,31 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     # apt and safetensors out of space
     ("E: You don't have enough free space in /var/cache/apt/archives/.", "U7", "disk-full"),
     ('safetensors_rust.SafetensorError: Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })', "U7", "disk-full"),
+    # /dev/shm is a tmpfs that ran out of space: the container's shm size, like a full disk
+    ("RuntimeError: unable to write to file </torch_739_144252761_4>", "DP15", "disk-full"),
+    ("RuntimeError: unable to write to file </torch_739_144252761_4>: No space left on device (28)", "U7", "disk-full"),
+    # the shell's "Killed" in the box's locale (glibc's strsignal)
+    ("已杀死", "U9", "host-oom"),
+    ("./run.sh: line 12: 48213 強制終了            python train.py", "U9", "host-oom"),
+    ("Getötet", "U9", "host-oom"),
+    # the GPU's firmware (GSP) crashing, the driver finding the GPU gone, DCGM failing a GPU, TPU chips
+    ("Jun 12 16:25:44 box kernel: NVRM: GPU0 kgspHealthCheck_TU102: ****************************** GSP-CrashCat Report *******************************", "GPU-LOST", "hardware"),
+    ("Jun 12 16:25:44 box kernel: GSP task watchdog timeout @ pc:0x1b3e756, partition:4#0, task:3", "GPU-LOST", "hardware"),
+    ("NVRM: GPU0 _kgspProcessRpcEvent: Failed to process received event 0x1004 (RC_TRIGGERED) from GPU0: status=0x21", "GPU-LOST", "hardware"),
+    ("[   35.5] NVRM: nvCheckOkFailedNoLog: Check failed: GPU lost from the bus [NV_ERR_GPU_IS_LOST] (0x0000000F) returned from nvdEngineDumpCallbackHelper", "GPU-LOST", "hardware"),
+    ("| GPU Memory                | Fail - GPU: 0                                  |", "GPU-LOST", "hardware"),
+    ("E0827 23:43:41.200122   39475 synchronous_driver.cc:820] [/dev/accel0 tpu1013:pe1:0] !!!! FATAL ERROR !!!! for [/dev/accel0 tpu1013:pe1:0] , fatal_error: true", "GPU-LOST", "hardware"),
+    ("E0511 18:18:50.796852     915 tpunetd_client.cc:311] Detected failure SLICE_FAILURE_CHIP_DRIVER_ERROR in session e6c885828b538167; Start failure handling", "GPU-LOST", "hardware"),
+    # rate limits and server errors after urllib3 gave up retrying
+    ("HTTP Error 429 thrown while requesting HEAD https://huggingface.co/org/model/resolve/main/config.json", "NET", "probabilistic"),
+    ("urllib3.exceptions.ResponseError: too many 500 error responses", "NET", "probabilistic"),
+    ("urllib3.exceptions.MaxRetryError: HTTPSConnectionPool(host='www.modelscope.cn', port=443): Max retries exc", "NET", "probabilistic"),
+    # bitsandbytes that found no CUDA runtime or no driver library, PBS deleting a job
+    ("DEBUG: Possible options found for libcudart.so: set()", "LIB-MISSING", "environment"),
+    ("CUDA SETUP: WARNING! libcuda.so not found! Do you have a CUDA driver installed? If you are on a cluster, make sure you are on a CUDA machine!", "LIB-MISSING", "environment"),
+    ("04/18/2016 22:55:25;0008;PBS_Server.12149;Job;7082041.hal-sched1.local;Job deleted at request of root@hal-sched1", "SLURM-CANCELLED", "ops"),
+    # Lightning reports the Ctrl-C it caught as a warning
+    ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
 def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     found = RULEBOOK.match_line(line.encode())
@@ -908,9 +939,20 @@ def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     # ENOSPC from inotify is a kernel watch limit, not a full disk
     "OSError: [Errno 28] inotify watch limit reached",
     "Error: ENOSPC: System limit for number of file watchers reached, watch '/app/src'",
-    # TensorFlow's and XLA's own warnings and infos about optional libraries
+    # TensorFlow probing optional libraries (TensorRT, a CUDA runtime on a CPU box) and going on
     "2024-01-01 00:00:00.000000: W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; dlerror: libnvinfer.so.7: cannot open shared object file: No such file or directory",
     "W0000 00:00:1700000000.123456 1234 dso_loader.cc:64] Could not load dynamic library 'libcudart.so.12'; dlerror: libcudart.so.12: cannot open shared object file",
+    # a healthy GPU in lspci, a network port going down, an AMD GPU that was not reset
+    "41:00.0 3D controller: NVIDIA Corporation GA100 [A100 SXM4 80GB] (rev a1)",
+    "igb 0000:05:00.0 eth0: Link is Down",
+    "amdgpu 0000:03:00.0: amdgpu: SMU is initialized successfully!",
+    # a locale word inside a sentence, a DCGM test that passed, bitsandbytes that found a runtime
+    "日志: 进程已杀死的数量 0",
+    "| GPU Memory                | Pass - GPU: 0, 1                               |",
+    "DEBUG: Possible options found for libcudart.so: {PosixPath('/usr/local/cuda/lib64/libcudart.so')}",
+    # a PBS job that ended by itself, a retry that urllib3 is still making
+    "04/18/2016 22:55:25;0010;PBS_Server.12149;Job;7082041.hal-sched1.local;Exit_status=0",
+    "Retrying (Retry(total=4)) after connection broken by 'ResponseError('too many 500 error responses')': /simple/torch/",
 ])
 def test_look_alikes_of_round_5_families_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, (line, RULEBOOK.match_line(line.encode()))
@@ -944,8 +986,13 @@ def test_an_exception_cpython_ignored_is_no_event_in_any_chunking() -> None:
     assert verdict is not None and verdict.rule.id == "PY"
 
 
-def test_torch_elastic_warnings_are_not_dropped_as_cpp_runtime_chatter() -> None:
-    # torch logs its agent's SIGTERM at W severity from a .py file: still a stop from outside
+def test_lines_logged_at_warning_severity_are_still_judged() -> None:
+    # A glog/abseil W is not "handled": TensorFlow logs a fatal OOM at W before raising it
+    # (an excerpt may end there), torch logs its agent's SIGTERM at W, c10 a busy port.
+    oom = (b"2019-05-01 10:00:00.000000: W tensorflow/core/framework/op_kernel.cc:1401] OP_REQUIRES failed at "
+           b"conv_ops.cc:446 : Resource exhausted: OOM when allocating tensor with shape[64,256,56,56] and type float\n")
+    verdict = classify_excerpt(RULEBOOK, oom)
+    assert verdict is not None and verdict.klass == "real-bug"
     line = (b"W0823 16:54:02.337000 139733055988160 torch/distributed/elastic/agent/server/api.py:688] "
             b"Received Signals.SIGTERM death signal, shutting down workers\n")
     verdict = classify_excerpt(RULEBOOK, line)
@@ -954,3 +1001,17 @@ def test_torch_elastic_warnings_are_not_dropped_as_cpp_runtime_chatter() -> None
     port = b"[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29400 (errno: 98 - Address already in use).\n"
     verdict = classify_excerpt(RULEBOOK, port)
     assert verdict is not None and verdict.klass == "environment"
+
+
+def test_an_error_glued_before_a_warning_on_one_line_is_still_judged() -> None:
+    # stderr interleaving: the RuntimeError's message lost its newline and the anomaly-mode
+    # UserWarning follows on the same line; the warning marker hushes only what comes after it.
+    line = (b"RuntimeError: one of the variables needed for gradient computation has been modified by an "
+            b"inplace operation: [torch.FloatTensor [1, 2, 2]] Good luck!/usr/lib/python3/site-packages/torch/"
+            b"autograd/__init__.py:175: UserWarning: Error detected in BmmBackward0.")
+    found = RULEBOOK.match_line(line)
+    assert found is not None and found.id == "TORCH-BUG"
+    # the same words inside the warning's own text stay a handled warning
+    hushed = (b"/usr/lib/python3/site-packages/torch/autograd/__init__.py:175: UserWarning: one of the "
+              b"variables needed for gradient computation has been modified by an inplace operation")
+    assert RULEBOOK.match_line(hushed) is None

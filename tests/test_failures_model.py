@@ -39,7 +39,7 @@ def findings(text: str) -> list[Finding]:
     ("ERROR: DataLoader worker (pid 4242) is killed by signal: Killed.", "U9", "host-oom"),
     ("Out of memory: Killed process 4242 (python) total-vm:1234kB", "U9", "host-oom"),
     ("RuntimeError: DataLoader worker (pid 4321) is killed by signal: Bus error. It is possible "
-     "that dataloader's workers are out of shared memory.", "DP15", "environment"),
+     "that dataloader's workers are out of shared memory.", "DP15", "disk-full"),
     ("NVRM: Xid (PCI:0000:3b:00): 79, pid=2211, GPU has fallen off the bus.", "U22", "hardware"),
     ("NVRM: Xid (PCI:0000:3b:00): 13, pid=2211, Graphics SM Warp Exception", "XID", "hardware"),
     ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=4242.batch.", "SLURM4", "host-oom"),

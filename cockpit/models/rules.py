@@ -171,11 +171,16 @@ class Rulebook:
         `traceback` holds the traceback's lines when `line` is its exception line; rules
         with a `context` or the `traceback` scope match only then.
         """
-        ignored = self.ignore is not None and self.ignore.search(line) is not None
+        hush = self.ignore.search(line) if self.ignore is not None else None
         for rule in self.rules:
-            if ignored and not rule.spec.warning:
+            if rule.matcher is None:
                 continue
-            if rule.matcher is None or not rule.matcher.search(line):
+            found = rule.matcher.search(line)
+            if found is None:
+                continue
+            if hush is not None and not rule.spec.warning and found.start() >= hush.start():
+                # Inside a handled warning. Text BEFORE the warning's marker is another
+                # stream's line that lost its newline (an error glued to a UserWarning).
                 continue
             if rule.spec.scope == "traceback" and traceback is None:
                 continue
