@@ -921,6 +921,28 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("DEBUG: Possible options found for libcudart.so: set()", "LIB-MISSING", "environment"),
     ("CUDA SETUP: WARNING! libcuda.so not found! Do you have a CUDA driver installed? If you are on a cluster, make sure you are on a CUDA machine!", "LIB-MISSING", "environment"),
     ("04/18/2016 22:55:25;0008;PBS_Server.12149;Job;7082041.hal-sched1.local;Job deleted at request of root@hal-sched1", "SLURM-CANCELLED", "ops"),
+    # launch mistakes: argparse without the program name, hydra without its config, torchrun's
+    # variables missing, a device string, a repo id the Hub does not know, LSF's bkill
+    ("error: unrecognized arguments: --local-rank=0", "CLI-ARGS", "ops"),
+    ("hydra.errors.MissingConfigException: Cannot find primary config 'config'. Check that it's in your config search path.", "CONFIG", "ops"),
+    ("ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable MASTER_ADDR expected, but not set", "CONFIG", "ops"),
+    ("ValueError: Invalid CUDA 'device=0,1,2,3' requested. Use 'device=cpu' or pass valid CUDA device(s) if available", "DEVICE-ORDINAL", "ops"),
+    ("huggingface_hub.utils._errors.RepositoryNotFoundError: 404 Client Error. (Request ID: Root=1-abc)", "HF-AUTH", "ops"),
+    ("bkill: Job <1234> is being terminated", "SLURM-CANCELLED", "ops"),
+    # a stack built for another cuDNN, PTX newer than the driver, a wheel for another platform
+    ("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (8, 9, 2) but found runtime version (8, 5, 0).", "U28", "environment"),
+    ("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.", "U28", "environment"),
+    ("ERROR: flash_attn-2.5.8+cu122torch2.3cxx11abiFALSE-cp310-cp310-linux_x86_64.whl is not a supported wheel on this platform.", "ENV-SOLVE", "environment"),
+    ("AssertionError: CUDA unavailable, invalid device 0 requested", "NO-DRIVER", "environment"),
+    # NaN guards in their own words, torch.compile refusing the program
+    ("FloatingPointError: Loss became infinite or NaN at iteration=1234!", "O13", "real-bug"),
+    ("| epoch 3 | step 400 | loss nan | grad_norm nan |", "O13", "real-bug"),
+    ("torch._dynamo.exc.Unsupported: call_function BuiltinVariable(setattr) [TensorVariable(), ConstantVariable(str)] {}", "TORCH-BUG", "real-bug"),
+    # a tracker's connection lost, an HTTP reason on its own line, Windows' paging file, ECC counters
+    ("neptune.exceptions.NeptuneConnectionLostException: A connection to the Neptune server was lost.", "NET", "probabilistic"),
+    ("Reason: Too Many Requests", "NET", "probabilistic"),
+    ('OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading "C:\\torch\\lib\\cudnn_cnn_infer64_8.dll" or one of its dependencies.', "U9", "host-oom"),
+    ("        DRAM Uncorrectable          : 3", "GPU-LOST", "hardware"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -942,6 +964,13 @@ def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     # TensorFlow probing optional libraries (TensorRT, a CUDA runtime on a CPU box) and going on
     "2024-01-01 00:00:00.000000: W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; dlerror: libnvinfer.so.7: cannot open shared object file: No such file or directory",
     "W0000 00:00:1700000000.123456 1234 dso_loader.cc:64] Could not load dynamic library 'libcudart.so.12'; dlerror: libcudart.so.12: cannot open shared object file",
+    # a tracker's starting values, clean ECC counters, an LSF submission, a torch.compile note
+    "best_loss = inf",
+    "Epoch 00001: min_val_loss: inf -> 0.52134",
+    "        DRAM Uncorrectable          : 0",
+    "Job <12> is submitted to queue <gpu>.",
+    "torch._dynamo hit config.cache_size_limit (8)",
+    "| loss 0.312 | nan_count 0 |",
     # a healthy GPU in lspci, a network port going down, an AMD GPU that was not reset
     "41:00.0 3D controller: NVIDIA Corporation GA100 [A100 SXM4 80GB] (rev a1)",
     "igb 0000:05:00.0 eth0: Link is Down",
