@@ -943,6 +943,17 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("Reason: Too Many Requests", "NET", "probabilistic"),
     ('OSError: [WinError 1455] The paging file is too small for this operation to complete. Error loading "C:\\torch\\lib\\cudnn_cnn_infer64_8.dll" or one of its dependencies.', "U9", "host-oom"),
     ("        DRAM Uncorrectable          : 3", "GPU-LOST", "hardware"),
+    # peers and stores going away, resets in any case, a response cut short, an object store's 503
+    ("node1:1234:5678 [0] include/socket.h:423 NCCL WARN Net : Call to recv from 10.0.0.2<43811> failed : Broken pipe", "NCCL-PEER", "probabilistic"),
+    ("torch.distributed.elastic.rendezvous.api.RendezvousClosedError", "NCCL-PEER", "probabilistic"),
+    ('git-lfs: batch response: Post "https://huggingface.co/x.git/info/lfs/objects/batch": read tcp 10.0.0.1:5000->1.2.3.4:443: read: connection reset by peer', "NET", "probabilistic"),
+    ("urllib3.exceptions.ProtocolError: Response ended prematurely", "NET", "probabilistic"),
+    ("aiohttp.client_exceptions.ClientResponseError: 503, message='Service Unavailable', url=URL('https://storage.googleapis.com/x')", "NET", "probabilistic"),
+    # stops from outside and the shell refusing to start the script
+    ("Killed by signal 15.", "SIGTERM-LAUNCHER", "ops"),
+    ("Training job stopped: MaxRuntimeExceeded", "SLURM-TIMEOUT", "ops"),
+    ("python: can't open file '/workspace/trian.py': [Errno 2] No such file or directory", "CLI-ARGS", "ops"),
+    ("/bin/bash: ./train.sh: Permission denied", "CLI-ARGS", "ops"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -964,6 +975,11 @@ def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     # TensorFlow probing optional libraries (TensorRT, a CUDA runtime on a CPU box) and going on
     "2024-01-01 00:00:00.000000: W tensorflow/stream_executor/platform/default/dso_loader.cc:64] Could not load dynamic library 'libnvinfer.so.7'; dlerror: libnvinfer.so.7: cannot open shared object file: No such file or directory",
     "W0000 00:00:1700000000.123456 1234 dso_loader.cc:64] Could not load dynamic library 'libcudart.so.12'; dlerror: libcudart.so.12: cannot open shared object file",
+    # a reset the client reconnects after, a NaN step the loss scaler skipped, a store that answered
+    "E1124 10:00:00.000 1234 server.cc:100] Connection reset by peer; reconnecting",
+    "Loss: nan -> skipping step (inf/nan grads), scaler reduced to 32768.0",
+    "aiohttp.client_exceptions.ClientResponseError: 404, message='Not Found'",
+    "bash: /etc/profile.d/conda.sh: Permission denied, using defaults",
     # a tracker's starting values, clean ECC counters, an LSF submission, a torch.compile note
     "best_loss = inf",
     "Epoch 00001: min_val_loss: inf -> 0.52134",
