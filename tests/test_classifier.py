@@ -954,6 +954,19 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("Training job stopped: MaxRuntimeExceeded", "SLURM-TIMEOUT", "ops"),
     ("python: can't open file '/workspace/trian.py': [Errno 2] No such file or directory", "CLI-ARGS", "ops"),
     ("/bin/bash: ./train.sh: Permission denied", "CLI-ARGS", "ops"),
+    # pip's last retry, wandb's backend, Windows' paging file in Chinese, fabric manager via gpu_burn
+    ("WARNING: Retrying (Retry(total=0, connect=None, read=None, redirect=None, status=None)) after connection broken by 'SSLError(SSLEOFError(8, 'EOF occurred in violation of protocol (_ssl.c:1131)'))': /releases/repo.html", "NET-EXHAUSTED", "probabilistic"),
+    ("wandb.errors.error.Error: Couldn't communicate with backend after 15 seconds", "AD1", "probabilistic"),
+    ("OSError: [WinError 1455] \u9875\u9762\u6587\u4ef6\u592a\u5c0f\uff0c\u65e0\u6cd5\u5b8c\u6210\u64cd\u4f5c\u3002", "U9", "host-oom"),
+    ("  what():  Error (gpu_burn-drv.cpp:298): system not yet initialized", "NO-DRIVER", "environment"),
+    # schedulers warning before the kill, a Hub id that is neither a folder nor a repo
+    ("======== Most likely we got a SIGTERM from HTCondor             ========", "SIGTERM-LAUNCHER", "ops"),
+    ("INFO: 2017-07-13 14:50:17: <Workflow[1] R2A> Caught signal 12 (SIGUSR2: SGE is about to send a SIGKILL)", "SIGTERM-LAUNCHER", "ops"),
+    ("OSError: model is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models'", "HF-AUTH", "ops"),
+    # fp16 loss scale collapsing below 1, gpu_burn's dead workers
+    ("| WARNING: overflow detected, setting loss scale to: 0.0001220703125", "O13", "real-bug"),
+    ("FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding.", "O13", "real-bug"),
+    ("No clients are alive!  Aborting", "GPU-LOST", "hardware"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -980,6 +993,11 @@ def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     "Loss: nan -> skipping step (inf/nan grads), scaler reduced to 32768.0",
     "aiohttp.client_exceptions.ClientResponseError: 404, message='Not Found'",
     "bash: /etc/profile.d/conda.sh: Permission denied, using defaults",
+    # retries with attempts left, a loss scale that is still large, a gpu_burn that passed
+    "WARNING: Retrying (Retry(total=3, connect=None, read=None, redirect=None, status=None)) after connection broken by 'ReadTimeoutError()': /simple/torch/",
+    "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768",
+    "| WARNING: overflow detected, setting loss scale to: 64.0",
+    "100.0%  proc'd: 5720 (15340 Gflop/s) - 5712 (15318 Gflop/s)   errors: 0 - 0   temps: 61 C - 63 C",
     # a tracker's starting values, clean ECC counters, an LSF submission, a torch.compile note
     "best_loss = inf",
     "Epoch 00001: min_val_loss: inf -> 0.52134",
