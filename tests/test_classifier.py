@@ -967,6 +967,16 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("| WARNING: overflow detected, setting loss scale to: 0.0001220703125", "O13", "real-bug"),
     ("FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding.", "O13", "real-bug"),
     ("No clients are alive!  Aborting", "GPU-LOST", "hardware"),
+    # a GPU the driver wants reset, a flag where a number belongs, Slurm refusing the submission
+    ("[373871.354096] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2827", "GPU-LOST", "hardware"),
+    ("ValueError: invalid literal for int() with base 10: '--work-dir'", "CLI-ARGS", "ops"),
+    ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified", "CLI-ARGS", "ops"),
+    ("srun: error: Unable to allocate resources: Requested node configuration is not available", "CLI-ARGS", "ops"),
+    # a network error re-raised from a DataLoader worker, anomaly mode naming the backward, Keras shapes
+    ("ConnectionError: Caught ConnectionError in DataLoader worker process 8.", "NET", "probabilistic"),
+    ("aiohttp.client_exceptions.ClientOSError: Caught ClientOSError in DataLoader worker process 0.", "NET", "probabilistic"),
+    ("[W python_anomaly_mode.cpp:104] Warning: Error detected in SoftmaxBackward0. Traceback of forward call that caused the error:", "TORCH-BUG", "real-bug"),
+    ('Input 0 of layer "dense_2" is incompatible with the layer: expected axis -1 of input shape to have value 16384, but received input with shape (None, 65536)', "TORCH-BUG", "real-bug"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -998,6 +1008,10 @@ def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768",
     "| WARNING: overflow detected, setting loss scale to: 64.0",
     "100.0%  proc'd: 5720 (15340 Gflop/s) - 5712 (15318 Gflop/s)   errors: 0 - 0   temps: 61 C - 63 C",
+    # a number parsed fine, a submission that went through, another exception from a worker
+    "ValueError: invalid literal for int() with base 10: 'abc'",
+    "Submitted batch job 123456",
+    "KeyError: Caught KeyError in DataLoader worker process 0.",
     # a tracker's starting values, clean ECC counters, an LSF submission, a torch.compile note
     "best_loss = inf",
     "Epoch 00001: min_val_loss: inf -> 0.52134",
