@@ -971,6 +971,9 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("[373871.354096] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2827", "GPU-LOST", "hardware"),
     ("ValueError: invalid literal for int() with base 10: '--work-dir'", "CLI-ARGS", "ops"),
     ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified", "CLI-ARGS", "ops"),
+    ("ValueError: Unsupported nproc_per_node value: 4(x2)", "CLI-ARGS", "ops"),
+    ("RuntimeError: Using hostfile at /home/u/hostfile but host=gpu-0011 was not reachable via ssh. If you are running with a single node please remove /home/u/hostfile or setup passwordless ssh.", "CLI-ARGS", "ops"),
+    ("pdsh@box: localhost: ssh exited with exit code 255", "CLI-ARGS", "ops"),
     ("srun: error: Unable to allocate resources: Requested node configuration is not available", "CLI-ARGS", "ops"),
     # a network error re-raised from a DataLoader worker, anomaly mode naming the backward, Keras shapes
     ("ConnectionError: Caught ConnectionError in DataLoader worker process 8.", "NET", "probabilistic"),
