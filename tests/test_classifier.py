@@ -980,6 +980,14 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("aiohttp.client_exceptions.ClientOSError: Caught ClientOSError in DataLoader worker process 0.", "NET", "probabilistic"),
     ("[W python_anomaly_mode.cpp:104] Warning: Error detected in SoftmaxBackward0. Traceback of forward call that caused the error:", "TORCH-BUG", "real-bug"),
     ('Input 0 of layer "dense_2" is incompatible with the layer: expected axis -1 of input shape to have value 16384, but received input with shape (None, 65536)', "TORCH-BUG", "real-bug"),
+    # the shell's and libc's words on a Chinese-locale box (glibc's zh_CN strsignal/strerror)
+    ("\u6bb5\u9519\u8bef (\u6838\u5fc3\u5df2\u8f6c\u50a8)", "SEGV", "real-bug"),
+    ("run.sh: line 3: 1234 \u5df2\u653e\u5f03               (\u6838\u5fc3\u5df2\u8f6c\u50a8) python train.py", "ABORT", "real-bug"),
+    ("\u6d6e\u70b9\u6570\u4f8b\u5916 (\u6838\u5fc3\u5df2\u8f6c\u50a8)", "SIGFPE", "real-bug"),
+    ("\u5df2\u7ec8\u6b62", "SIGTERM", "ops"),
+    ("OSError: [Errno 28] \u8bbe\u5907\u4e0a\u6ca1\u6709\u7a7a\u95f4", "U7", "disk-full"),
+    ("OSError: [Errno 12] \u65e0\u6cd5\u5206\u914d\u5185\u5b58", "U9", "host-oom"),
+    ("\u603b\u7ebf\u9519\u8bef (\u6838\u5fc3\u5df2\u8f6c\u50a8)", "DP15", "disk-full"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -1015,6 +1023,9 @@ def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     "ValueError: invalid literal for int() with base 10: 'abc'",
     "Submitted batch job 123456",
     "KeyError: Caught KeyError in DataLoader worker process 0.",
+    # the same words inside a sentence
+    "\u6bb5\u9519\u8bef\u5904\u7406\u5b8c\u6210",
+    "\u4efb\u52a1\u5df2\u7ec8\u6b62\u7684\u6570\u91cf: 0",
     # a tracker's starting values, clean ECC counters, an LSF submission, a torch.compile note
     "best_loss = inf",
     "Epoch 00001: min_val_loss: inf -> 0.52134",
