@@ -988,6 +988,19 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("OSError: [Errno 28] \u8bbe\u5907\u4e0a\u6ca1\u6709\u7a7a\u95f4", "U7", "disk-full"),
     ("OSError: [Errno 12] \u65e0\u6cd5\u5206\u914d\u5185\u5b58", "U9", "host-oom"),
     ("\u603b\u7ebf\u9519\u8bef (\u6838\u5fc3\u5df2\u8f6c\u50a8)", "DP15", "disk-full"),
+    # ROCm, MPS, JAX and Paddle stacks built for another GPU or library version
+    ("RuntimeError: HIP error: hipErrorNoBinaryForGpu: Unable to find code object for all current devices!", "U28", "environment"),
+    ("rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: No such file or directory for GPU arch : gfx1030", "U28", "environment"),
+    ("E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:407] Loaded runtime CuDNN library: 8.5.0 but source was compiled with: 8.6.0.  CuDNN library needs to have matching major version", "U28", "environment"),
+    ("NotImplementedError: The operator 'aten::_linalg_solve_ex.result' is not currently implemented for the MPS device.", "U28", "environment"),
+    ("RuntimeError: jaxlib version 0.4.7 is newer than and incompatible with jax version 0.4.1. Please update your jax and/or jaxlib packages.", "IMPORT-VERSION", "environment"),
+    ("RuntimeError: Unable to initialize backend 'cuda': INTERNAL: no supported devices found for platform CUDA", "NO-DRIVER", "environment"),
+    ("RuntimeError: No HIP GPUs are available", "NO-DRIVER", "environment"),
+    ("paddle.fluid.core_avx.EnforceNotMet: Cannot load cudnn shared library. Cannot invoke method cudnnGetVersion", "LIB-MISSING", "environment"),
+    # AMD RAS and recovery, a double-bit error reported in words
+    ("[ 1234.56] amdgpu 0000:c1:00.0: amdgpu: 1 uncorrectable hardware errors detected in UMC block", "GPU-LOST", "hardware"),
+    ("[drm:amdgpu_device_gpu_recover [amdgpu]] *ERROR* GPU Recovery Failed: -110", "GPU-LOST", "hardware"),
+    ("Error: An uncorrectable double-bit error (DBE) has been detected on GPU 3", "GPU-LOST", "hardware"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -1023,6 +1036,10 @@ def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     "ValueError: invalid literal for int() with base 10: 'abc'",
     "Submitted batch job 123456",
     "KeyError: Caught KeyError in DataLoader worker process 0.",
+    # JAX falling back to the CPU on a CPU box, MPS falling back per op, RAS counters at zero
+    "INFO:jax._src.xla_bridge:Unable to initialize backend 'rocm': module 'jaxlib.xla_extension' has no attribute 'GpuAllocatorConfig'",
+    "UserWarning: The operator 'aten::index_fill_' is not currently supported on the MPS backend and will fall back to run on the CPU.",
+    "amdgpu 0000:c1:00.0: amdgpu: 0 uncorrectable hardware errors detected in UMC block",
     # the same words inside a sentence
     "\u6bb5\u9519\u8bef\u5904\u7406\u5b8c\u6210",
     "\u4efb\u52a1\u5df2\u7ec8\u6b62\u7684\u6570\u91cf: 0",
