@@ -1001,6 +1001,17 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("[ 1234.56] amdgpu 0000:c1:00.0: amdgpu: 1 uncorrectable hardware errors detected in UMC block", "GPU-LOST", "hardware"),
     ("[drm:amdgpu_device_gpu_recover [amdgpu]] *ERROR* GPU Recovery Failed: -110", "GPU-LOST", "hardware"),
     ("Error: An uncorrectable double-bit error (DBE) has been detected on GPU 3", "GPU-LOST", "hardware"),
+    # mpirun naming the signal a rank died of
+    ("mpirun noticed that process rank 3 with PID 4321 on node n2 exited on signal 9 (Killed).", "U9", "host-oom"),
+    ("mpirun noticed that process rank 0 with PID 1234 on node n1 exited on signal 15 (Terminated).", "SIGTERM-LAUNCHER", "ops"),
+    ("mpirun noticed that process rank 0 with PID 1234 on node n1 exited on signal 11 (Segmentation fault).", "SEGV", "real-bug"),
+    ("mpirun noticed that process rank 1 with PID 99 on node n1 exited on signal 6 (Aborted).", "ABORT", "real-bug"),
+    # orchestrators: the kubelet stopping a container, storage and spec errors, SageMaker's memory hint, Ray's dead node
+    ("  Normal   Killing  30s  kubelet  Stopping container trainer", "K8S-STOP", "ops"),
+    ("  Warning  Evicted  1m  kubelet  Pod ephemeral local storage usage exceeds the total limit of containers 10Gi.", "K8S5", "disk-full"),
+    ('Error: error validating "job.yaml": error validating data: ValidationError(Job.spec): unknown field "gpu" in io.k8s.api.batch.v1.JobSpec', "CONFIG", "ops"),
+    ("Please use an instance type with more memory, or reduce the size of job data processed on an instance.", "U9", "host-oom"),
+    ("ray.exceptions.NodeDiedError: Task failed due to the node (node ID: abc) where this task was running crashing unexpectedly.", "NCCL-PEER", "probabilistic"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -1040,6 +1051,9 @@ def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     "INFO:jax._src.xla_bridge:Unable to initialize backend 'rocm': module 'jaxlib.xla_extension' has no attribute 'GpuAllocatorConfig'",
     "UserWarning: The operator 'aten::index_fill_' is not currently supported on the MPS backend and will fall back to run on the CPU.",
     "amdgpu 0000:c1:00.0: amdgpu: 0 uncorrectable hardware errors detected in UMC block",
+    # mpirun's normal end, a kubelet starting a container
+    "mpirun: all 8 processes exited normally",
+    "  Normal   Started  30s  kubelet  Started container trainer",
     # the same words inside a sentence
     "\u6bb5\u9519\u8bef\u5904\u7406\u5b8c\u6210",
     "\u4efb\u52a1\u5df2\u7ec8\u6b62\u7684\u6570\u91cf: 0",
