@@ -1012,6 +1012,23 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ('Error: error validating "job.yaml": error validating data: ValidationError(Job.spec): unknown field "gpu" in io.k8s.api.batch.v1.JobSpec', "CONFIG", "ops"),
     ("Please use an instance type with more memory, or reduce the size of job data processed on an instance.", "U9", "host-oom"),
     ("ray.exceptions.NodeDiedError: Task failed due to the node (node ID: abc) where this task was running crashing unexpectedly.", "NCCL-PEER", "probabilistic"),
+    # clouds and clusters refusing the request: no quota (ops) or no capacity now (transient)
+    ('    "message": "Quota failure for project my-proj. The request for 2 K80 accelerators exceeds the allowed maximum of 0 A100, 0 K80",', "QUOTA", "ops"),
+    ('    "message": "The following quota metrics exceed quota limits: aiplatform.googleapis.com/custom_model_training_nvidia_l4_gpus",', "QUOTA", "ops"),
+    ("botocore.exceptions.ClientError: An error occurred (VcpuLimitExceeded) when calling the StartInstances operation: You have requested more vCPU capacity than your current vCPU limit of 96 allows", "QUOTA", "ops"),
+    ('Error from server (Forbidden): pods "train-0" is forbidden: exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=4', "QUOTA", "ops"),
+    ("sky.exceptions.ResourcesUnavailableError: Failed to provision all possible launchable resources. Relax the task's resource requirements", "CAPACITY", "probabilistic"),
+    ("An error occurred (InsufficientInstanceCapacity) when calling the RunInstances operation: We currently do not have sufficient p4d.24xlarge capacity", "CAPACITY", "probabilistic"),
+    ("The zone 'projects/p/zones/us-central1-a' does not have enough resources available to fulfill the request.  '(resource type:compute)'. ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "CAPACITY", "probabilistic"),
+    # job specs refused at submission, orchestration stops, an MPI peer gone, a container without driver
+    ('Error from server (Forbidden): error when creating "nbody.yml": admission webhook "validation.gatekeeper.sh" denied the request: [userpodlimits] container <cudasample> has no cpu limit', "CONFIG", "ops"),
+    ("Pod spec contains permanent error", "CONFIG", "ops"),
+    ("uncaught exception during training: An error occurred (403) when calling the HeadObject operation: Forbidden", "CONFIG", "ops"),
+    ("Task's current input in-abc hit its timeout of 300s", "SLURM-TIMEOUT", "ops"),
+    ('Error from server (BadRequest): container "pytorch" in pod "mnist-master-0" is waiting to start: trying and failing to pull image', "K8S3", "environment"),
+    ("An MPI communication peer process has unexpectedly disconnected.  This", "NCCL-PEER", "probabilistic"),
+    ("WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.", "NO-DRIVER", "environment"),
+    ('runc create failed: unable to start container process: container init was OOM-killed (memory limit too low?)', "K8S-OOM", "host-oom"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -1054,6 +1071,9 @@ def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     # mpirun's normal end, a kubelet starting a container
     "mpirun: all 8 processes exited normally",
     "  Normal   Started  30s  kubelet  Started container trainer",
+    # a disk quota is a full disk, quota and capacity that were fine
+    "quota check passed: 8 of 16 GPUs in use",
+    "capacity reserved: 8x H100 in us-east-1a",
     # the same words inside a sentence
     "\u6bb5\u9519\u8bef\u5904\u7406\u5b8c\u6210",
     "\u4efb\u52a1\u5df2\u7ec8\u6b62\u7684\u6570\u91cf: 0",
