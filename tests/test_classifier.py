@@ -1029,6 +1029,20 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("An MPI communication peer process has unexpectedly disconnected.  This", "NCCL-PEER", "probabilistic"),
     ("WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.", "NO-DRIVER", "environment"),
     ('runc create failed: unable to start container process: container init was OOM-killed (memory limit too low?)', "K8S-OOM", "host-oom"),
+    # Paddle's shm and GPU memory, MXNet's cudaMalloc, TF's gather index, a Hub id that is a path
+    ("It may be caused by insufficient shared storage space. This problem usually occurs when using docker as a development environment.", "DP15", "disk-full"),
+    ("ResourceExhaustedError: Out of memory error on GPU 0. Cannot allocate 1.531250GB memory on GPU 0, available memory is only 416.625000MB.", "U10", "real-bug"),
+    ("[10:00:00] src/storage/./pooled_storage_manager.h:107: cudaMalloc failed: out of memory", "U10", "real-bug"),
+    ("> InvalidArgumentError: indices[6,4] = 23624 is not in [0, 23624)", "TORCH-BUG", "real-bug"),
+    ("huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name': './Model/Bloom_6B4_zh/'.", "HF-AUTH", "ops"),
+    ("ValueError: Undefined dataset mllm_demo in dataset_info.json.", "CONFIG", "ops"),
+    ("huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the files on the Hub and we cannot find the appropriate snapshot folder for the specified revision on the local disk.", "NET", "probabilistic"),
+    ("TimeoutError: timed out", "NET", "probabilistic"),
+    # a driver that never bound to the GPU, fabric manager failing, AMD firmware missing
+    ("[188549.9] NVRM: The NVIDIA probe routine was not called for 3 device(s).", "NO-DRIVER", "environment"),
+    ("[188549.9] NVRM: No NVIDIA graphics adapter probed!", "NO-DRIVER", "environment"),
+    ("Sep 18 03:19:01 box systemd[1]: nvidia-fabricmanager.service: Control process exited, code=exited, status=1/FAILURE", "NO-DRIVER", "environment"),
+    ('[    9.6] amdgpu 0000:23:00.0: Direct firmware load for amdgpu/arcturus_gpu_info.bin failed with error -2', "NO-DRIVER", "environment"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -1157,3 +1171,19 @@ def test_an_error_glued_before_a_warning_on_one_line_is_still_judged() -> None:
     hushed = (b"/usr/lib/python3/site-packages/torch/autograd/__init__.py:175: UserWarning: one of the "
               b"variables needed for gradient computation has been modified by an inplace operation")
     assert RULEBOOK.match_line(hushed) is None
+
+
+def test_tensorflow_not_finding_a_path_it_was_given_is_the_operators() -> None:
+    tb = b"""Traceback (most recent call last):
+  File "tools/train.py", line 194, in <module>
+    train()
+  File "/usr/lib/python3.6/site-packages/tensorflow/python/framework/errors_impl.py", line 473, in __exit__
+    c_api.TF_GetCode(self.status.status))
+tensorflow.python.framework.errors_impl.NotFoundError: ../data/tfrecord; No such file or directory
+"""
+    verdict = classify_excerpt(RULEBOOK, tb)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PATH", "ops")
+    # any other NotFoundError (a missing op, a missing variable) stays TensorFlow's error
+    other = tb.replace(b"../data/tfrecord; No such file or directory", b"Key conv1/kernel not found in checkpoint")
+    verdict = classify_excerpt(RULEBOOK, other)
+    assert verdict is not None and verdict.rule.id == "TF-ERR"
