@@ -1043,6 +1043,22 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("[188549.9] NVRM: No NVIDIA graphics adapter probed!", "NO-DRIVER", "environment"),
     ("Sep 18 03:19:01 box systemd[1]: nvidia-fabricmanager.service: Control process exited, code=exited, status=1/FAILURE", "NO-DRIVER", "environment"),
     ('[    9.6] amdgpu 0000:23:00.0: Direct firmware load for amdgpu/arcturus_gpu_info.bin failed with error -2', "NO-DRIVER", "environment"),
+    # the training libraries' own checks of what they were given at launch
+    ("pydantic_core._pydantic_core.ValidationError: 1 validation error for AxolotlConfigWCapabilities", "CONFIG", "ops"),
+    ("ValueError: Target modules {'q_proj', 'v_proj'} not found in the base model. Please check the target modules and try again.", "CONFIG", "ops"),
+    ("KeyError: 'Non-existent config key: MODEL.ROI_HEADS.NUM_CLASS'", "CONFIG", "ops"),
+    ("KeyError: 'MyHead is not in the models registry. Please check whether the value of `MyHead` is correct or it was registered as expected.'", "CONFIG", "ops"),
+    ("RuntimeError: Dataset 'coco_custom.yaml' error \u274c Dataset 'coco_custom.yaml' images not found, missing path '/data/coco/images/val'", "CONFIG", "ops"),
+    ("RuntimeError: Could not find a dataset with the ID 501. Make sure the requested dataset ID exists", "CONFIG", "ops"),
+    ("FileNotFoundError: Couldn't find a dataset script at /content/my_data/my_data.py or any data file in the same directory.", "CONFIG", "ops"),
+    ("OSError: Incorrect path_or_model_id: '/models/llama-3-8b'. Please provide either the path to a local folder or the repo_id of a model on the Hub.", "CONFIG", "ops"),
+    ("ValueError: Some specified arguments are not used by the HfArgumentParser: ['--lora_rank', '8']", "CLI-ARGS", "ops"),
+    ("RuntimeError: Expected one of cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, fpga, ort, xla, lazy, vulkan, mps, meta, hpu, mtia, privateuseone device type at start of device string: gpu", "DEVICE-ORDINAL", "ops"),
+    # a GPU without bf16, per-process limits, NVML refused inside a container
+    ("ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0", "U28", "environment"),
+    ("RuntimeError: unable to open shared memory object </torch_1234_567> in read-write mode: Too many open files (24)", "ULIMIT", "environment"),
+    ("RuntimeError: can't start new thread", "ULIMIT", "environment"),
+    ("Failed to initialize NVML: Unknown Error", "NO-DRIVER", "environment"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -1088,6 +1104,9 @@ def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     # a disk quota is a full disk, quota and capacity that were fine
     "quota check passed: 8 of 16 GPUs in use",
     "capacity reserved: 8x H100 in us-east-1a",
+    # a registry lookup that worked, a validation that passed
+    "Registered MyHead in the models registry",
+    "config validation passed: 0 validation errors",
     # the same words inside a sentence
     "\u6bb5\u9519\u8bef\u5904\u7406\u5b8c\u6210",
     "\u4efb\u52a1\u5df2\u7ec8\u6b62\u7684\u6570\u91cf: 0",
