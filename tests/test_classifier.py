@@ -1059,6 +1059,11 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("RuntimeError: unable to open shared memory object </torch_1234_567> in read-write mode: Too many open files (24)", "ULIMIT", "environment"),
     ("RuntimeError: can't start new thread", "ULIMIT", "environment"),
     ("Failed to initialize NVML: Unknown Error", "NO-DRIVER", "environment"),
+    # dataset registries in YAML, nnU-Net v1's task ids, ultralytics' missing paths, NaN in a distribution
+    ("ValueError: Undefined dataset tatsu-lab/alpaca in /home/u/chatllms/configs/../../data/dataset_info.yaml", "CONFIG", "ops"),
+    ("RuntimeError: Could not find a task with the ID 50. Make sure the requested task ID exists", "CONFIG", "ops"),
+    ("Dataset '/home/u/yolov8/ClassAction-1/data.yaml' not found \u26a0\ufe0f, missing paths ['/home/u/datasets/ClassAction-1/valid/images']", "CONFIG", "ops"),
+    ("ValueError: Expected parameter loc (Tensor of shape (2, 2)) of distribution Normal(loc: torch.Size([2, 2]), scale: torch.Size([2, 2])) to satisfy the constraint Real(), but found invalid values:", "O13", "real-bug"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -1206,3 +1211,16 @@ tensorflow.python.framework.errors_impl.NotFoundError: ../data/tfrecord; No such
     other = tb.replace(b"../data/tfrecord; No such file or directory", b"Key conv1/kernel not found in checkpoint")
     verdict = classify_excerpt(RULEBOOK, other)
     assert verdict is not None and verdict.rule.id == "TF-ERR"
+
+
+def test_a_missing_file_named_through_a_registry_is_still_the_operators() -> None:
+    # mmcv's registry re-raises with the class name in front of the errno
+    tb = b"""Traceback (most recent call last):
+  File "tools/train.py", line 187, in main
+    datasets = [build_dataset(cfg.data.train)]
+  File "/opt/conda/lib/python3.6/site-packages/mmcv/utils/registry.py", line 54, in build_from_cfg
+    raise type(e)(f'{obj_cls.__name__}: {e}')
+FileNotFoundError: CocoDataset: [Errno 2] No such file or directory: 'data/coco/annotations/instances_train2017.json'
+"""
+    verdict = classify_excerpt(RULEBOOK, tb)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PATH", "ops")
