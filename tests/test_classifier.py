@@ -1064,6 +1064,15 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("RuntimeError: Could not find a task with the ID 50. Make sure the requested task ID exists", "CONFIG", "ops"),
     ("Dataset '/home/u/yolov8/ClassAction-1/data.yaml' not found \u26a0\ufe0f, missing paths ['/home/u/datasets/ClassAction-1/valid/images']", "CONFIG", "ops"),
     ("ValueError: Expected parameter loc (Tensor of shape (2, 2)) of distribution Normal(loc: torch.Size([2, 2]), scale: torch.Size([2, 2])) to satisfy the constraint Real(), but found invalid values:", "O13", "real-bug"),
+    # a df row at 100% (blocks or inodes), the kernel OOM killer's task table, a wrapped shm hint
+    ("/dev/vda1        640K  640K     0  100% /", "U7", "disk-full"),
+    ("overlay          100G  100G     0 100% /", "U7", "disk-full"),
+    ("Mar  7 04:05:01 vm kernel: [412403.401693] [ pid ]   uid  tgid total_vm      rss nr_ptes swapents oom_score_adj name", "U9", "host-oom"),
+    ("memory. Please try to raise your shared memory limit.", "DP15", "disk-full"),
+    # a corrupted infoROM, a container entrypoint that is not there
+    ("WARNING: infoROM is corrupted at gpu 0000:00:05.0", "GPU-LOST", "hardware"),
+    ("[FATAL tini (7)] exec /app/docker/entrypoint.sh failed: No such file or directory", "CLI-ARGS", "ops"),
+    ('docker: Error response from daemon: failed to create task: exec: "python3": executable file not found in $PATH: unknown.', "CLI-ARGS", "ops"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -1112,6 +1121,10 @@ def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     # a registry lookup that worked, a validation that passed
     "Registered MyHead in the models registry",
     "config validation passed: 0 validation errors",
+    # a snap's squashfs is always full, a root disk with room, a tmpfs
+    "/dev/loop3        56M   56M     0 100% /snap/core18/2812",
+    "/dev/vda1        640K  320K  320K   50% /",
+    "tmpfs            126K     1  126K    1% /dev/shm",
     # the same words inside a sentence
     "\u6bb5\u9519\u8bef\u5904\u7406\u5b8c\u6210",
     "\u4efb\u52a1\u5df2\u7ec8\u6b62\u7684\u6570\u91cf: 0",
