@@ -1058,6 +1058,8 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("ValueError: Your setup doesn't support bf16/gpu. You need torch>=1.10, using Ampere GPU with cuda>=11.0", "U28", "environment"),
     ("RuntimeError: unable to open shared memory object </torch_1234_567> in read-write mode: Too many open files (24)", "ULIMIT", "environment"),
     ("RuntimeError: can't start new thread", "ULIMIT", "environment"),
+    # file descriptors passed between DataLoader workers ran out (ulimit -n), not /dev/shm
+    ("RuntimeError: received 0 items of ancdata", "ULIMIT", "environment"),
     ("Failed to initialize NVML: Unknown Error", "NO-DRIVER", "environment"),
     # dataset registries in YAML, nnU-Net v1's task ids, ultralytics' missing paths, NaN in a distribution
     ("ValueError: Undefined dataset tatsu-lab/alpaca in /home/u/chatllms/configs/../../data/dataset_info.yaml", "CONFIG", "ops"),
