@@ -1075,6 +1075,21 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("WARNING: infoROM is corrupted at gpu 0000:00:05.0", "GPU-LOST", "hardware"),
     ("[FATAL tini (7)] exec /app/docker/entrypoint.sh failed: No such file or directory", "CLI-ARGS", "ops"),
     ('docker: Error response from daemon: failed to create task: exec: "python3": executable file not found in $PATH: unknown.', "CLI-ARGS", "ops"),
+    # scheduler state in scontrol's words, HTCondor and LSF removals, qsub refusing the request
+    ("JobState=TIMEOUT Reason=TimeLimit Dependency=(null)", "SLURM-TIMEOUT", "ops"),
+    ("   JobState=CANCELLED Reason=None Dependency=(null)", "SLURM-CANCELLED", "ops"),
+    ("   JobState=OUT_OF_MEMORY Reason=OutOfMemory Dependency=(null)", "SLURM4", "host-oom"),
+    ("Job was removed by user u via condor_rm", "SLURM-CANCELLED", "ops"),
+    ("TERM_OWNER: job killed by owner.", "SLURM-CANCELLED", "ops"),
+    ("qsub: Job exceeds queue resource limits MSG=cannot satisfy queue max walltime requirement", "CLI-ARGS", "ops"),
+    ("Training interrupted by user (KeyboardInterrupt). Saving checkpoint...", "INT", "ops"),
+    # a loss printed without a separator, EFA/OFI and barrier failures between nodes, a dead HCA
+    ("iter 120: loss nan, time 512.3ms, mfu 42.1%", "O13", "real-bug"),
+    ("NCCL WARN NET/OFI Request 0x7f completed with error. RC: 21. Error: 4165 (Cancelled).", "NCCL-PEER", "probabilistic"),
+    ("RuntimeError: [Rank 3]: Ranks 0, 1, 2 failed to pass monitoredBarrier in 1800000 ms", "NCCL-PEER", "probabilistic"),
+    ("kernel: mlx5_core 0000:3b:00.0: poll_health:800:(pid 0): Fatal error 1 detected", "IB-FATAL", "hardware"),
+    # RDMA registration hitting the locked-memory limit is the box's ulimit, not its RAM
+    ("NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory", "ULIMIT", "environment"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -1127,6 +1142,9 @@ def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     "/dev/loop3        56M   56M     0 100% /snap/core18/2812",
     "/dev/vda1        640K  320K  320K   50% /",
     "tmpfs            126K     1  126K    1% /dev/shm",
+    # scheduler states that ended well, a tracker's starting loss without a separator
+    "   JobState=COMPLETED Reason=None Dependency=(null)",
+    "best loss inf -> 0.734 (saved)",
     # the same words inside a sentence
     "\u6bb5\u9519\u8bef\u5904\u7406\u5b8c\u6210",
     "\u4efb\u52a1\u5df2\u7ec8\u6b62\u7684\u6570\u91cf: 0",
