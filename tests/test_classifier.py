@@ -970,11 +970,11 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     # a GPU the driver wants reset, a flag where a number belongs, Slurm refusing the submission
     ("[373871.354096] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2827", "GPU-LOST", "hardware"),
     ("ValueError: invalid literal for int() with base 10: '--work-dir'", "CLI-ARGS", "ops"),
-    ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified", "CLI-ARGS", "ops"),
+    ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified", "SUBMIT-REFUSED", "ops"),
     ("ValueError: Unsupported nproc_per_node value: 4(x2)", "CLI-ARGS", "ops"),
     ("RuntimeError: Using hostfile at /home/u/hostfile but host=gpu-0011 was not reachable via ssh. If you are running with a single node please remove /home/u/hostfile or setup passwordless ssh.", "CLI-ARGS", "ops"),
     ("pdsh@box: localhost: ssh exited with exit code 255", "CLI-ARGS", "ops"),
-    ("srun: error: Unable to allocate resources: Requested node configuration is not available", "CLI-ARGS", "ops"),
+    ("srun: error: Unable to allocate resources: Requested node configuration is not available", "SUBMIT-REFUSED", "ops"),
     # a network error re-raised from a DataLoader worker, anomaly mode naming the backward, Keras shapes
     ("ConnectionError: Caught ConnectionError in DataLoader worker process 8.", "NET", "probabilistic"),
     ("aiohttp.client_exceptions.ClientOSError: Caught ClientOSError in DataLoader worker process 0.", "NET", "probabilistic"),
@@ -1081,7 +1081,7 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("   JobState=OUT_OF_MEMORY Reason=OutOfMemory Dependency=(null)", "SLURM4", "host-oom"),
     ("Job was removed by user u via condor_rm", "SLURM-CANCELLED", "ops"),
     ("TERM_OWNER: job killed by owner.", "SLURM-CANCELLED", "ops"),
-    ("qsub: Job exceeds queue resource limits MSG=cannot satisfy queue max walltime requirement", "CLI-ARGS", "ops"),
+    ("qsub: Job exceeds queue resource limits MSG=cannot satisfy queue max walltime requirement", "SUBMIT-REFUSED", "ops"),
     ("Training interrupted by user (KeyboardInterrupt). Saving checkpoint...", "INT", "ops"),
     # a loss printed without a separator, EFA/OFI and barrier failures between nodes, a dead HCA
     ("iter 120: loss nan, time 512.3ms, mfu 42.1%", "O13", "real-bug"),
@@ -1090,6 +1090,26 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("kernel: mlx5_core 0000:3b:00.0: poll_health:800:(pid 0): Fatal error 1 detected", "IB-FATAL", "hardware"),
     # RDMA registration hitting the locked-memory limit is the box's ulimit, not its RAM
     ("NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory", "ULIMIT", "environment"),
+    # loss scales collapsing to tiny or single-digit values, cuBLAS rejecting a parameter
+    ("Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to 7.973755960878054e-205", "O13", "real-bug"),
+    ("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 4, reducing to 2", "O13", "real-bug"),
+    (" On entry to GEMM_EX  parameter number 9 had an illegal value", "O13", "real-bug"),
+    ("Steps:   0%|   | 1/2000 [00:14<8:16:07, 14.89s/it, lr=1e-5, step_loss=nan, td=2.85s][2024-07-10 15:50:45] [deepspeed] OVERFLOW! Rank 0 Skipping step.", "O13", "real-bug"),
+    # sacct's pipe-separated states, LSF signalling a job, NHC's Xid check, EFA errors, forrtl's Ctrl-C
+    ("239024.0|galvani-cn001|CANCELLED|0:10", "SLURM-CANCELLED", "ops"),
+    ("239024|node1|TIMEOUT|0:0", "SLURM-TIMEOUT", "ops"),
+    ("LSF kill failed with stdout: Job <8055> is being signaled", "SLURM-CANCELLED", "ops"),
+    ("sbatch: error: batch job submission failed: job violates accounting/qos policy (job submit limit, user's size and/or time limits)", "SUBMIT-REFUSED", "ops"),
+    ("srun: error: Unable to create step for job 16413634: Invalid generic resource (gres) specification", "SUBMIT-REFUSED", "ops"),
+    ("Found XID errors: 63", "XID", "hardware"),
+    ("libfabric:451707:1708520807::efa:cq:efa_rdm_txe_handle_error():737<warn> err: 5, message: Invalid address", "NCCL-PEER", "probabilistic"),
+    ("forrtl: error (200): program aborting due to control-C event", "INT", "ops"),
+    # zsh's and PyCharm's and Windows' words for a crashed or killed process
+    ("[1]    14957 segmentation fault (core dumped)  python train.py --data_root ../data", "SEGV", "real-bug"),
+    ("Process finished with exit code 139 (interrupted by signal 11: SIGSEGV)", "SEGV", "real-bug"),
+    ("Process finished with exit code -1073741819 (0xC0000005)", "SEGV", "real-bug"),
+    ("Process finished with exit code 137 (interrupted by signal 9: SIGKILL)", "U9", "host-oom"),
+    ("Process finished with exit code 143 (interrupted by signal 15: SIGTERM)", "SIGTERM-LAUNCHER", "ops"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
@@ -1145,6 +1165,11 @@ def test_issue_17_families_of_round_5(line: str, rule: str, klass: str) -> None:
     # scheduler states that ended well, a tracker's starting loss without a separator
     "   JobState=COMPLETED Reason=None Dependency=(null)",
     "best loss inf -> 0.734 (saved)",
+    # a NaN only in validation while training is finite, a scale that is still healthy, a finished sacct row
+    "5/5 [==============================] - 2s 454ms/step - loss: 1.0597 - val_loss: nan",
+    "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768",
+    "239025.batch|galvani-cn001|COMPLETED|0:0",
+    "Process finished with exit code 0",
     # the same words inside a sentence
     "\u6bb5\u9519\u8bef\u5904\u7406\u5b8c\u6210",
     "\u4efb\u52a1\u5df2\u7ec8\u6b62\u7684\u6570\u91cf: 0",
