@@ -1110,6 +1110,11 @@ wandb.errors.UsageError: api_key not configured (no-tty). call wandb.login(key=[
     ("Process finished with exit code -1073741819 (0xC0000005)", "SEGV", "real-bug"),
     ("Process finished with exit code 137 (interrupted by signal 9: SIGKILL)", "U9", "host-oom"),
     ("Process finished with exit code 143 (interrupted by signal 15: SIGTERM)", "SIGTERM-LAUNCHER", "ops"),
+    # NCCL's NVLS transport failing at init (fabric manager / IMEX), an IB test's fatal error,
+    # an ECC error whose errno suffix reads "Cannot allocate memory"
+    ("h100-node:2341:2380 [5] transport/nvls.cc:157 NCCL WARN Cuda failure 1 'invalid argument'", "NO-DRIVER", "environment"),
+    ("h100-28:238:1313 [0] transport/net_ib.cc:139 NCCL WARN communicator encountered a fatal error (detected in ncclIbTest)", "NCCL-PEER", "probabilistic"),
+    ("CUDA Error: uncorrectable ECC error encountered: Cannot allocate memory", "U22", "hardware"),
     # Lightning reports the Ctrl-C it caught as a warning
     ("/envs/torch/lib/python3.7/site-packages/pytorch_lightning/utilities/distributed.py:25: UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...", "INT", "ops"),
 ])
