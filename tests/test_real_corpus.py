@@ -96,13 +96,18 @@ def _figure(klass: str) -> str:
 # Classes that do not meet the bar yet on the test-only split (measured; the lead decides).
 # strict=True: the day one meets it, the xfail fails and must be removed.
 BELOW_BAR: dict[str, str] = {
-    "real-bug": "test-only split: precision 0.967, recall 0.806 (n=36)",
+    "real-bug": "test-only split: precision 0.912, recall 0.795 (n=39)",
     "host-oom": "test-only split: precision 1.000, recall 0.947 (n=19)",
-    "hardware": "test-only split: precision 1.000, recall 0.808 (n=26)",
-    "environment": "test-only split: precision 0.926, recall 0.893 (n=28)",
-    "probabilistic": "test-only split: precision 0.946, recall 0.897 (n=39)",
-    "ops": "test-only split: precision 0.905, recall 0.679 (n=28)",
+    "hardware": "test-only split: precision 1.000, recall 0.815 (n=27)",
+    "environment": "test-only split: precision 0.929, recall 0.897 (n=29)",
+    "probabilistic": "test-only split: precision 0.949, recall 0.881 (n=42)",
+    "ops": "test-only split: precision 0.913, recall 0.656 (n=32)",
 }
+CLEAN_ALARMS = ("test-only split: 2 of 41 clean logs raise a real-bug event; both came with round 9 "
+                "(collector t) and both raised it with the rules of this session's start too")
+"""The no-alarm bar is not met either (measured; strict: the day it is met this must go)."""
+KNOWN_CLEAN_ALARMS = 2
+"""Clean test-only logs that raise an event today: a ratchet, so a rule that adds one fails."""
 
 
 @pytest.mark.parametrize("klass", [
@@ -115,9 +120,16 @@ def test_precision_and_recall_per_class_on_the_test_only_split(klass: str) -> No
     assert precision >= BAR and recall >= BAR, _figure(klass)
 
 
+@pytest.mark.xfail(strict=True, reason=CLEAN_ALARMS)
 def test_no_event_on_any_clean_log_of_the_test_only_split() -> None:
     entries, verdicts = _test_only()
     clean = [e for e in entries if e.klass == CLEAN]
     assert clean, "no clean excerpt in the test-only split"
     alarms = sum(1 for e in clean if verdicts[e.name][0] != CLEAN)
     assert alarms == 0, f"{alarms} of {len(clean)} clean test-only logs raised an event"
+
+
+def test_clean_alarms_on_the_test_only_split_do_not_grow() -> None:
+    entries, verdicts = _test_only()
+    alarms = sum(1 for e in entries if e.klass == CLEAN and verdicts[e.name][0] != CLEAN)
+    assert alarms <= KNOWN_CLEAN_ALARMS, f"{alarms} clean test-only logs raised an event"
