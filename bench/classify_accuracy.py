@@ -248,8 +248,9 @@ def main() -> int:
     args = parser.parse_args()
     index = load_index()
     if args.collectors:
+        letters = set(args.collectors)
         index = {name: entry for name, entry in index.items()
-                 if name.split("_", 1)[0] in set(args.collectors)}
+                 if name.split("_", 1)[0] in letters}
     tuning, test_only = splits(index)
     names = [e.name for e in tuning + test_only]
     now = judge_corpus(names)

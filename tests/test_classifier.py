@@ -1287,3 +1287,11 @@ FileNotFoundError: CocoDataset: [Errno 2] No such file or directory: 'data/coco/
 """
     verdict = classify_excerpt(RULEBOOK, tb)
     assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PATH", "ops")
+
+
+def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> None:
+    # The marker starts the line; a repr longer than the kept bytes must not hide it.
+    long = IGNORED_TB.replace(b"at 0x7f2c1d5e3d30>", b"at 0x7f2c1d5e3d30 " + b"x" * 600 + b">")
+    assert classify_excerpt(RULEBOOK, long) is None
+    for cut in (100, len(long) // 2):
+        assert classify_bytes(RULEBOOK, [long[:cut], long[cut:]]) == [], cut

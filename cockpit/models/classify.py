@@ -58,7 +58,8 @@ _IGNORED = b"Exception ignored "
 calling deallocator ...`): an exception in a finaliser or at interpreter exit, which cannot
 end the run."""
 PREV_LINE = 256
-"""Bytes of the previous feed's last line kept to see whether it was `Exception ignored in:`."""
+"""Bytes kept from the head of the line above a traceback header, to see whether it was
+`Exception ignored in:` (the marker sits at the line's start, after any rank or time prefix)."""
 _CHAIN = (b"During handling of the above exception", b"The above exception was the direct cause")
 _ORIGINAL = b"Original Traceback"
 _EXC_TYPE_RE = re.compile(rb"^(?P<type>[A-Za-z_][\w.]*)(?::|$)")
@@ -242,14 +243,12 @@ class LogClassifier:
         self._line_no += buf.count(b"\n", counted, end)
         if end:
             self._carry_hits = set()  # the carried line, if any, is complete now
-            self._prev_tail = buf[max(buf.rfind(b"\n", 0, end - 1) + 1, end - 1 - PREV_LINE):end - 1]
+            self._prev_tail = _line_above(buf, end)
 
     def _line_before(self, buf: bytes, start: int) -> bytes:
-        """The complete line before the one starting at `start` (from the last feed if
-        `start` is this buffer's first line; at most `PREV_LINE` bytes of it)."""
-        if start == 0:
-            return self._prev_tail
-        return buf[max(buf.rfind(b"\n", 0, start - 1) + 1, start - 1 - PREV_LINE):start - 1]
+        """The head of the complete line before the one starting at `start` (from the last
+        feed if `start` is this buffer's first line)."""
+        return self._prev_tail if start == 0 else _line_above(buf, start)
 
     def _prefix_finding(self, prefix: bytes, out: list[Finding]) -> None:
         match = self.rulebook.scanner.search(prefix) if prefix.strip() else None
@@ -460,14 +459,19 @@ _CONTINUATION_RE = re.compile(
 or the appendix torch prints under every CUDA error. Read past it to the exception line."""
 
 
+def _line_above(buf: bytes, start: int) -> bytes:
+    """The first `PREV_LINE` bytes of the line that ends just before offset `start` (the start
+    of a line; empty when `start` is 0)."""
+    if start == 0:
+        return b""
+    head = buf.rfind(b"\n", 0, start - 1) + 1
+    return buf[head:min(start - 1, head + PREV_LINE)]
+
+
 def _ignored_above(before: bytes) -> bool:
     """Whether the last traceback header in `before` sits under `Exception ignored in:`."""
     header = before.rfind(_HEADER)
-    if header < 0:
-        return False
-    line_start = before.rfind(b"\n", 0, header) + 1
-    return line_start > 0 and _IGNORED in before[before.rfind(b"\n", 0, line_start - 1) + 1:
-                                                 line_start - 1]
+    return header >= 0 and _IGNORED in _line_above(before, before.rfind(b"\n", 0, header) + 1)
 
 
 def _final_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
