@@ -332,3 +332,28 @@ async def test_the_fleet_table_re_renders_only_the_cells_that_changed(tmp_path: 
         await pilot.pause(0.2)
         assert table.renders == before, "a repaint without a change renders nothing new"
         await pilot.press("q")
+
+
+async def test_timers_leave_a_screen_alone_once_its_widgets_are_gone(tmp_path: Path) -> None:
+    """Textual takes a screen's widgets away before the screen leaves the stack (a pop, the
+    app's exit), while the app's repaint and the screens' own timers keep firing. A repaint,
+    a theme change or a tick then must paint nothing rather than raise NoMatches out of the
+    timer, which ends the whole app (CI saw it: a repaint during a test's shutdown)."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        fleet = app.screen
+        assert isinstance(fleet, FleetScreen)
+        app.open_box("r1")
+        await pilot.pause(0.1)
+        box = app.screen
+        assert isinstance(box, BoxScreen)
+        for screen in (fleet, box):
+            await screen.query_children().remove()  # what a prune does first
+        app.dirty = set(app.trackers)
+        app.repaint()
+        fleet.tick()
+        app.set_theme("cockpit-light")
+        await pilot.pause(0.2)
+        assert app.is_running and app._exception is None
+    assert app._exception is None

@@ -275,6 +275,8 @@ class CockpitApp(App[int]):
 
     def repaint(self) -> None:
         """Push changed hosts to every live screen: one repaint per burst of events."""
+        if not self.is_running:  # exiting: the screens are being taken apart
+            return
         self.check_alerts()
         names = self.dirty
         if not names:
@@ -412,7 +414,7 @@ class CockpitApp(App[int]):
         for screen in self.screen_stack:
             if isinstance(screen, FleetScreen):
                 screen.refresh_hosts(set(self.trackers))  # new colours differ: cells update
-            if isinstance(screen, BoxScreen) and screen.is_mounted:
+            if isinstance(screen, BoxScreen) and screen.is_mounted and screen.whole("#box-title"):
                 screen.redraw(force=True)
 
     def set_theme(self, name: str) -> None:

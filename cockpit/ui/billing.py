@@ -102,6 +102,8 @@ class BillingScreen(CockpitScreen):
 
     def redraw(self) -> None:
         """Refresh the rows, the clocks, the detail and the totals."""
+        if not self.whole("#billing-table"):  # popped or exiting: nothing left to paint
+            return
         bill = self.bill()
         palette = self.cockpit.palette
         table = self.query_one("#billing-table", DataTable)

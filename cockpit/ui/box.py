@@ -120,7 +120,7 @@ class BoxScreen(CockpitScreen):
 
     def refresh_hosts(self, names: set[str]) -> None:
         """Redraw when this box changed."""
-        if self.instance in names and self.is_mounted:
+        if self.instance in names and self.is_mounted and self.whole("#box-title"):
             self.redraw()
 
     def redraw(self, force: bool = False) -> None:

@@ -88,7 +88,8 @@ class _CustodyScreen(CockpitScreen):
         self.redraw(force=True)
 
     def _tick(self) -> None:
-        self.redraw()
+        if self.whole("Footer"):  # popped or exiting: nothing left to paint
+            self.redraw()
 
     def redraw(self, force: bool = False) -> None:
         """Redraw when the custody state moved."""

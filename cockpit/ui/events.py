@@ -60,6 +60,8 @@ class EventsScreen(CockpitScreen):
 
     def redraw(self) -> None:
         """Re-read the history; keep the cursor on the same row index."""
+        if not self.whole("#events-table"):  # popped or exiting: nothing left to paint
+            return
         app = self.cockpit
         self.items = app.history(self.instance)
         now = app.clock()

@@ -346,6 +346,8 @@ class FleetScreen(CockpitScreen):
     # -- live updates ----------------------------------------------------------------------
     def refresh_hosts(self, names: Iterable[str]) -> None:
         """Update only the cells whose text or colour changed."""
+        if not self.whole("#fleet"):  # being torn down (app exit): nothing left to paint
+            return
         palette = self.cockpit.palette
         now = self.cockpit.clock()
         resort = False
@@ -393,6 +395,8 @@ class FleetScreen(CockpitScreen):
     def tick(self) -> None:
         """Once a second: every box's age, and its state when a teardown moved (the ages of
         boxes that sent nothing are exactly the ones that must keep counting)."""
+        if not self.whole("#fleet"):  # being torn down (app exit): nothing left to paint
+            return
         now = self.cockpit.clock()
         resort = False
         for name in self.cells:

@@ -111,6 +111,8 @@ class JobScreen(CockpitScreen):
 
     def redraw(self) -> None:
         """Refresh the title, the boxes, the ranks and the verdict."""
+        if not self.whole("#job-title"):  # popped or exiting: nothing left to paint
+            return
         view = self.view()
         if view is None:
             self.query_one("#job-title", PlainStatic).update(

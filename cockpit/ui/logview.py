@@ -360,7 +360,7 @@ class LogScreen(CockpitScreen):
     def tick(self) -> None:
         """Look at the log's size (follow mode jumps to the last line). A look still under
         way is left to finish: on a slow link a new one would cancel it every time."""
-        if self.reader is not None and not self._growing:
+        if self.reader is not None and not self._growing and self.whole("#log-body"):
             self._growing = True
             self.grow()
 

@@ -117,6 +117,8 @@ class RequestsScreen(CockpitScreen):
 
     def refresh_rows(self) -> None:
         """Re-read the requests from the store."""
+        if not self.whole("#requests-table"):  # popped or exiting: nothing left to paint
+            return
         head = Text("Teardown requests from agents", style="bold")
         book = open_book(self.cockpit)
         requests: list[TeardownRequest] = []
