@@ -1295,3 +1295,77 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     assert classify_excerpt(RULEBOOK, long) is None
     for cut in (100, len(long) // 2):
         assert classify_bytes(RULEBOOK, [long[:cut], long[cut:]]) == [], cut
+
+
+@pytest.mark.parametrize(("line", "rule", "klass"), [
+    # round 10's families, written before its files landed
+    ("019 (4321.000.000) 2024-01-01 10:00:00 Job was aborted.\tvia condor_rm (by user alice)", "SLURM-CANCELLED", "ops"),
+    ("ray.exceptions.TaskCancelledError: Task: TaskID(16310a0f0a45af5cffffffffffffffffffffffff01000000) was cancelled.", "SLURM-CANCELLED", "ops"),
+    ("Status for job 'raysubmit_6Vq2': STOPPED", "SLURM-CANCELLED", "ops"),
+    ("Cancelling jobs (9) on cluster sky-2920-weichiang...", "SLURM-CANCELLED", "ops"),
+    ("AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size 256 != 4 * 8 * 4", "CONFIG", "ops"),
+    ("ValueError: --load_best_model_at_end requires the save and eval strategy to match, but found", "CONFIG", "ops"),
+    ("OSError: /root/autodl-tmp/models/Qwen2-7B does not appear to have a file named config.json. Checkout 'https://huggingface.co//root/autodl-tmp/models/Qwen2-7B/tree/None' for available files.", "PATH", "ops"),
+    ("ValueError: Can't find 'adapter_config.json' at 'output/checkpoint-500'", "PATH", "ops"),
+    ("Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000", "DEVICE-ORDINAL", "ops"),
+    ("nvidia 0000:01:00.0: Unable to change power state from D3cold to D0, device inaccessible", "GPU-LOST", "hardware"),
+    ("Your session crashed after using all available RAM.", "U9", "host-oom"),
+    ("Your notebook tried to allocate more memory than is available. It has restarted.", "U9", "host-oom"),
+    ("[2024-01-01 10:00:00 +0000] [1] [ERROR] Worker (pid:12) was sent SIGKILL! Perhaps out of memory?", "U9", "host-oom"),
+    ("ERROR: Invalid option:2", "CLI-ARGS", "ops"),
+    ("getopt: unrecognized option '--epochs'", "CLI-ARGS", "ops"),
+    ("Error: No such option: --lr", "CLI-ARGS", "ops"),
+])
+def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
+    # judged as an exception line (PATH names only a traceback's exception)
+    found = RULEBOOK.match_line(line.encode(), traceback=[])
+    assert found is not None and (found.id, found.klass) == (rule, klass), (line, found)
+
+
+@pytest.mark.parametrize("line", [
+    "warning: invalid option value in config, using default",
+    "Unknown option 'foo' in the config file, ignoring it",
+    "the job was stopped and resumed from checkpoint-500 as planned",
+    "Loading checkpoint shards: config.json found, 4 files named model-0000x-of-00004",
+    "GPU 0 entered D3cold (runtime PM), resuming on first use",
+    "RAM usage is 45% of all available RAM",
+])
+def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
+    assert RULEBOOK.match_line(line.encode()) is None, line
+
+
+def test_a_traceback_glued_to_the_terminals_ctrl_c_is_the_interrupt() -> None:
+    # Ctrl-C while Ray waited: the library raises its own error about the wait, not a bug
+    tb = b"""2019-07-05 16:26:45,004 WARNING util.py:64 -- The operation took 0.17 seconds
+^CTraceback (most recent call last):
+  File "/envs/py36/lib/python3.6/site-packages/ray/worker.py", line 2316, in wait
+    worker.current_task_id,
+Exception: [RayletClient] Raylet connection closed.
+"""
+    verdict = classify_excerpt(RULEBOOK, tb)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("INT", "ops")
+    # the same traceback without the ^C is the library's error
+    verdict = classify_excerpt(RULEBOOK, tb.replace(b"^C", b""))
+    assert verdict is not None and verdict.klass == "real-bug"
+    # a rule that names the exception itself still wins under ^C
+    full = tb.replace(b"Exception: [RayletClient] Raylet connection closed.",
+                      b"OSError: [Errno 28] No space left on device")
+    verdict = classify_excerpt(RULEBOOK, full)
+    assert verdict is not None and verdict.klass == "disk-full"
+
+
+def test_the_cause_under_an_nccl_errors_last_error_line_names_it() -> None:
+    tb = b"""[rank1]: Traceback (most recent call last):
+[rank1]:   File "/root/proj/train_ddp.py", line 52, in setup_distributed
+[rank1]:     dist.barrier()
+[rank1]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3087, internal error - please report this issue to the NCCL developers, NCCL version 2.21.5
+[rank1]: ncclInternalError: Internal check failed.
+[rank1]: Last error:
+[rank1]: Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000
+"""
+    verdict = classify_excerpt(RULEBOOK, tb)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("DEVICE-ORDINAL", "ops")
+    other = tb.replace(b"Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000",
+                       b"NET/IB : Got completion from peer 10.0.0.1 with status=12")
+    verdict = classify_excerpt(RULEBOOK, other)
+    assert verdict is not None and verdict.rule.id != "DEVICE-ORDINAL"

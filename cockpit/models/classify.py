@@ -60,8 +60,14 @@ end the run."""
 PREV_LINE = 256
 """Bytes kept from the head of the line above a traceback header, to see whether it was
 `Exception ignored in:` (the marker sits at the line's start, after any rank or time prefix)."""
+_CTRL_C = b"^C"
+"""How a terminal echoes Ctrl-C; a traceback header glued behind it was raised by the key."""
 _CHAIN = (b"During handling of the above exception", b"The above exception was the direct cause")
 _ORIGINAL = b"Original Traceback"
+_NCCL_DETAIL_RE = re.compile(rb"^(?:nccl[A-Z]\w*: |Last error:)")
+"""The lines torch prints under an NCCL error (`ncclInternalError: Internal check failed.`,
+`Last error:` and NCCL's own sentence on the next line): the error's message, which is where
+its cause is named (`Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000`)."""
 _EXC_TYPE_RE = re.compile(rb"^(?P<type>[A-Za-z_][\w.]*)(?::|$)")
 
 
@@ -130,6 +136,11 @@ class _Traceback:
     ignored: bool = False
     """CPython printed it under `Exception ignored in:`: only a rule that names the exception
     itself (disk full, a signal) counts, not one that only says "a traceback ended here"."""
+    interrupted: bool = False
+    """Its header follows the terminal's `^C` on one line: the traceback is what Ctrl-C
+    raised wherever the program was waiting (a KeyboardInterrupt, or a library's own error
+    about the interrupted wait). As with `ignored`, only a rule that names the exception itself
+    counts; the `^C` before the header is judged as the interrupt."""
     chained: bool = False
     open_message: bool = False
 
@@ -221,7 +232,8 @@ class LogClassifier:
                 prefix = line[:header]
                 stamped = _STAMP_RE.fullmatch(prefix) is not None
                 self._tb = _Traceback(prefix=b"" if stamped else prefix, stamped=stamped,
-                                      ignored=_IGNORED in self._line_before(buf, start))
+                                      ignored=_IGNORED in self._line_before(buf, start),
+                                      interrupted=_CTRL_C in prefix)
                 self._line_no += 1
                 counted = pos = stop + 1
                 continue
@@ -326,6 +338,8 @@ class LogClassifier:
         """Whether `line` still belongs to a traceback whose exception line was read."""
         if not line.strip() or line[:1] in (b" ", b"\t") or tb.open_message:
             return True
+        if _NCCL_DETAIL_RE.match(line):
+            return True
         # A new header continues the chain only after CPython's chain sentence (or as the
         # `Original Traceback` a DataLoader worker re-raises); right after an exception line
         # it is the next, separate traceback. After the chain sentence an exception may also
@@ -348,6 +362,8 @@ class LogClassifier:
                 self._exception_line(tb, line)
             elif len(tb.exceptions[-1][1]) < 20:
                 tb.exceptions[-1][1].append(line)  # a message continuation
+                if _NCCL_DETAIL_RE.match(line):
+                    tb.open_message = line.rstrip().endswith(b":")  # `Last error:` + its line
             return
         if tb.boxed and line.lstrip().startswith(_BOX):
             return  # a frame, code or variable line inside rich's box
@@ -395,7 +411,7 @@ class LogClassifier:
             rule = self.rulebook.match_line(b"\n".join(lines), traceback=tb.lines)
             if rule is not None and (best is None or rule.order < best[0].order):
                 best = (rule, line_no, lines)
-        if best is None or (tb.ignored and best[0].spec.scope == "traceback"):
+        if best is None or ((tb.ignored or tb.interrupted) and best[0].spec.scope == "traceback"):
             return
         rule, _, _ = best
         final_no, final = tb.exceptions[-1]
