@@ -1315,6 +1315,9 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("ERROR: Invalid option:2", "CLI-ARGS", "ops"),
     ("getopt: unrecognized option '--epochs'", "CLI-ARGS", "ops"),
     ("Error: No such option: --lr", "CLI-ARGS", "ops"),
+    # Megatron counts NaN iterations; Keras' TerminateOnNaN stops the fit
+    (" iteration      300/  500000 | lm loss: 7.234E+00 | loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   4 |", "O13", "real-bug"),
+    ("Batch 1523: Invalid loss, terminating training", "O13", "real-bug"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
@@ -1329,6 +1332,7 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     "Loading checkpoint shards: config.json found, 4 files named model-0000x-of-00004",
     "GPU 0 entered D3cold (runtime PM), resuming on first use",
     "RAM usage is 45% of all available RAM",
+    " iteration      300/  500000 | lm loss: 7.234E+00 | number of skipped iterations:   3 | number of nan iterations:   0 |",
 ])
 def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
