@@ -1318,6 +1318,31 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     # Megatron counts NaN iterations; Keras' TerminateOnNaN stops the fit
     (" iteration      300/  500000 | lm loss: 7.234E+00 | loss scale: 1.0 | number of skipped iterations:   0 | number of nan iterations:   4 |", "O13", "real-bug"),
     ("Batch 1523: Invalid loss, terminating training", "O13", "real-bug"),
+    # round 10's tuning files: families they showed
+    ("{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 1.3333333333333334e-07, 'epoch': 0.14}", "O13", "real-bug"),
+    ("ValueError: Some keys are not used by the HfArgumentParser: ['split']", "CLI-ARGS", "ops"),
+    ("ValueError: remaining_argv: ['--train_type', 'sft']", "CLI-ARGS", "ops"),
+    ("subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no 192.168.3.100 hostname' returned non-zero exit status 255.", "CLI-ARGS", "ops"),
+    ("tune download: error: It looks like you are trying to access a gated repository. Please ensure you have access", "HF-AUTH", "ops"),
+    ("ValueError: The requested device for vllm (cuda:4) is not available. You are likely using vLLM without restricting the number of GPUs for training.", "DEVICE-ORDINAL", "ops"),
+    ("[rank0]: RuntimeError: world_size (1) is not divisible by 2", "CONFIG", "ops"),
+    ("RuntimeError: Unsloth currently does not work on multi GPU setups - sadly we are a 2 brother team", "CONFIG", "ops"),
+    ("No data found. Please verify arguments (train_data_dir must be the parent of folders with images)", "CONFIG", "ops"),
+    ("ValueError: No file with name: consolidated.00.pth found in /tmp/Meta-Llama-3-8B-Instruct.", "PATH", "ops"),
+    ("AssertionError: Checkpoint /data/detectron2_modelzoo/basemodel/R-50-MSRA.pkl not found!", "PATH", "ops"),
+    ("trainer-0   ns   Evicted   node-3   Pod The node had condition: [DiskPressure].", "K8S5", "disk-full"),
+    ("trainer-0   ns   Evicted   node-3   Pod The node had condition: [MemoryPressure].", "K8S-OOM", "host-oom"),
+    ("ERROR:RetryJob Not retrying job due to wall clock limit (job automatically killed on the worker node)", "SLURM-TIMEOUT", "ops"),
+    ("Tue Jul 30 21:43:41: Exited by LSF signal TERM_EXTERNAL_SIGNAL. The CPU time used is 0.0 seconds;", "SLURM-CANCELLED", "ops"),
+    ("salloc: error: Job submit/allocate failed: Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)", "SUBMIT-REFUSED", "ops"),
+    ("qsub: submit filter returned an error code, aborting job submission.", "SUBMIT-REFUSED", "ops"),
+    ("qsub: PBS: Job rejected by all possible destinations (check syntax,", "SUBMIT-REFUSED", "ops"),
+    ("Sep 25 20:36:21 borg kernel: [3064665.956283] ata3.00: failed command: WRITE DMA EXT", "GPU-LOST", "hardware"),
+    ("Sep 25 20:36:21 borg kernel: [3064665.956308] ata3.00: error: { ICRC ABRT }", "GPU-LOST", "hardware"),
+    ("Subject: SMART error (CurrentPendingSector) detected on host: stout", "GPU-LOST", "hardware"),
+    ("Device: /dev/sdb [SAT], 1 Currently unreadable (pending) sectors", "GPU-LOST", "hardware"),
+    ("   1 | 03/07/2021 | 07:10:10 | Power Supply #0xc4 | Failure detected () | Asserted", "GPU-LOST", "hardware"),
+    (" 1  Standard     Pwr. Supply Bay Failed     No", "GPU-LOST", "hardware"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
@@ -1333,6 +1358,13 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     "GPU 0 entered D3cold (runtime PM), resuming on first use",
     "RAM usage is 45% of all available RAM",
     " iteration      300/  500000 | lm loss: 7.234E+00 | number of skipped iterations:   3 | number of nan iterations:   0 |",
+    # fp16's first steps: the scaler still calibrating, the loss finite
+    "{'loss': 2.6257, 'grad_norm': nan, 'learning_rate': 6.666666666666667e-08, 'epoch': 0.07}",
+    "Device: /dev/sdb [SAT], 0 Currently unreadable (pending) sectors",
+    "   2 | 03/07/2021 | 07:10:12 | Power Supply #0xc5 | Presence detected | Asserted",
+    "Conditions: Ready=True DiskPressure=False MemoryPressure=False",
+    "ata3: SATA link up 6.0 Gbps (SStatus 133 SControl 300)",
+    "sbatch: Submitted batch job 123456 (job submit plugin: ok)",
 ])
 def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line

@@ -96,15 +96,14 @@ def _figure(klass: str) -> str:
 # Classes that do not meet the bar yet on the test-only split (measured; the lead decides).
 # strict=True: the day one meets it, the xfail fails and must be removed.
 BELOW_BAR: dict[str, str] = {
-    "real-bug": "test-only split: precision 0.912, recall 0.795 (n=39)",
-    "host-oom": "test-only split: precision 1.000, recall 0.947 (n=19)",
-    "hardware": "test-only split: precision 1.000, recall 0.815 (n=27)",
-    "environment": "test-only split: precision 0.929, recall 0.897 (n=29)",
-    "probabilistic": "test-only split: precision 0.949, recall 0.881 (n=42)",
-    "ops": "test-only split: precision 0.913, recall 0.656 (n=32)",
+    "real-bug": "test-only split: precision 0.895, recall 0.810 (n=42)",
+    "hardware": "test-only split: precision 1.000, recall 0.839 (n=31)",
+    "environment": "test-only split: precision 0.929, recall 0.867 (n=30)",
+    "probabilistic": "test-only split: precision 0.952, recall 0.833 (n=48)",
+    "ops": "test-only split: precision 0.889, recall 0.649 (n=37)",
 }
-CLEAN_ALARMS = ("test-only split: 2 of 41 clean logs raise a real-bug event; both came with round 9 "
-                "(collector t) and both raised it with the rules of this session's start too")
+CLEAN_ALARMS = ("test-only split: 2 of 50 clean logs raise a real-bug event; both came with round 9 "
+                "(collector t) and both raised it with the rules of the session that added them too")
 """The no-alarm bar is not met either (measured; strict: the day it is met this must go)."""
 KNOWN_CLEAN_ALARMS = 2
 """Clean test-only logs that raise an event today: a ratchet, so a rule that adds one fails."""
