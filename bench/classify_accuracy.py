@@ -244,11 +244,12 @@ def main() -> int:
     parser.add_argument("--json", action="store_true", help="print figures as JSON")
     parser.add_argument("--collectors", metavar="LETTERS",
                         help="score only the excerpts of these collectors (file-name prefixes, "
-                             "e.g. 'hij': a round's files, unseen by rules tuned before it)")
+                             "e.g. 'hij': a round's files, unseen by rules tuned before it; "
+                             "comma-separated for longer prefixes: 'aa,ab,ac')")
     args = parser.parse_args()
     index = load_index()
     if args.collectors:
-        letters = set(args.collectors)
+        letters = set(args.collectors.split(",") if "," in args.collectors else args.collectors)
         index = {name: entry for name, entry in index.items()
                  if name.split("_", 1)[0] in letters}
     tuning, test_only = splits(index)
