@@ -1343,6 +1343,20 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("Device: /dev/sdb [SAT], 1 Currently unreadable (pending) sectors", "GPU-LOST", "hardware"),
     ("   1 | 03/07/2021 | 07:10:10 | Power Supply #0xc4 | Failure detected () | Asserted", "GPU-LOST", "hardware"),
     (" 1  Standard     Pwr. Supply Bay Failed     No", "GPU-LOST", "hardware"),
+    # round 11's families, written before its files landed
+    ("ERROR : ckpt.pt: Failed to copy: Put \"https://bucket.s3.amazonaws.com/ckpt.pt\": dial tcp 52.216.0.1:443: i/o timeout", "NET", "probabilistic"),
+    ("s3fs: curl_easy_perform() returned 28: Timeout was reached", "NET", "probabilistic"),
+    ("ValueError: ('curl: (56) Recv failure: Connection reset by peer', 'pipe:curl -s https://host/shard-0001.tar')", "NET", "probabilistic"),
+    ("jaxlib.xla_extension.XlaRuntimeError: UNAVAILABLE: failed to connect to all addresses", "NET", "probabilistic"),
+    ("jax.errors.JaxRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Id: PjRT_Client_Connect. # of tasks that reached the barrier: 7/8.", "MN3", "probabilistic"),
+    ("The actor is dead because its node has died. Node Id: abc", "NCCL-PEER", "probabilistic"),
+    ("(raylet) The node with node id: abc and address: 10.0.0.5 has been marked dead because the detector has missed too many heartbeats from it.", "NCCL-PEER", "probabilistic"),
+    ("huggingface_hub.errors.HfHubHTTPError: 403 Forbidden: You don't have the rights to create a model under the namespace \"org\".", "HF-AUTH", "ops"),
+    ("ValueError: Can't find a valid checkpoint at output/checkpoint-1000", "PATH", "ops"),
+    ("[rank0]: AssertionError: world size 4 is not divisible by tensor parallel size (3) times pipeline parallel size (1)", "CONFIG", "ops"),
+    ("ImportError: Extension horovod.torch has not been built: /usr/lib/python3.8/dist-packages/horovod/torch/mpi_lib_v2.so not found", "LIB-MISSING", "environment"),
+    ("RuntimeError: Distributed package doesn't have NCCL built in", "U28", "environment"),
+    ("RuntimeError: Couldn't load custom C++ ops. This can happen if your PyTorch and torchvision versions are incompatible", "U28", "environment"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
@@ -1365,6 +1379,9 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     "Conditions: Ready=True DiskPressure=False MemoryPressure=False",
     "ata3: SATA link up 6.0 Gbps (SStatus 133 SControl 300)",
     "sbatch: Submitted batch job 123456 (job submit plugin: ok)",
+    "curl: (0) ok, 1.2 GB in 30 s",
+    "dial tcp 10.0.0.1:443: connected after 2 retries",
+    "Barrier reached by 8/8 tasks",
 ])
 def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
