@@ -1357,6 +1357,25 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("ImportError: Extension horovod.torch has not been built: /usr/lib/python3.8/dist-packages/horovod/torch/mpi_lib_v2.so not found", "LIB-MISSING", "environment"),
     ("RuntimeError: Distributed package doesn't have NCCL built in", "U28", "environment"),
     ("RuntimeError: Couldn't load custom C++ ops. This can happen if your PyTorch and torchvision versions are incompatible", "U28", "environment"),
+    # round 11's tuning files: families they showed (collectors aa-ad)
+    ("ResourceLimitExceeded: An error occurred (ResourceLimitExceeded) when calling the CreateTrainingJob operation: The account-level service limit 'ml.p3.2xlarge for training job usage' is 0 Instances", "QUOTA", "ops"),
+    ("You've exceeded the number of hours allowed to use GPU. Your quota will reset to 30 hours in 2 days.", "QUOTA", "ops"),
+    ("(autoscaler +34s) Error: No available node types can fulfill resource request defaultdict(<class 'float'>, {'CPU': 8.0, 'GPU': 8.0}).", "SUBMIT-REFUSED", "ops"),
+    ("remote: error: File tools/data/location2tz.txt is 176.47 MB; this exceeds GitHub's file size limit of 100.00 MB", "U33", "ops"),
+    ('2016/01/10 19:16:52 Failed to create file system for "remote:": Didn\'t find section in config file', "CONFIG", "ops"),
+    ("root@tensorflow-benchmarks-worker-1.tensorflow-benchmarks-worker: Permission denied (publickey,password).", "SSH-AUTH", "ops"),
+    ("Error: failed to run torchrun --nproc_per_node=2 on VM-48-13-centos, is localhost: False, exception: No authentication method", "SSH-AUTH", "ops"),
+    ("ValueError: => No checkpoint found at '/home/u/logs/checkpoint_600.pth.tar'", "PATH", "ops"),
+    ("lmdb.Error: /home/u/images/train.lmdb: No such file or directory", "PATH", "ops"),
+    ("ValueError: File data/mllm_dome.json not found.", "PATH", "ops"),
+    ('ClientError: An error occurred (ValidationException) when calling the CreateTrainingJob operation: No S3 objects found under S3 URL "s3://bucket/abalone/train" given in input data source.', "PATH", "ops"),
+    ("horovod.common.exceptions.HorovodVersionMismatchError: Framework tensorflow installed with version 2.3.0 but found version 2.4.1.", "U28", "environment"),
+    ("DNN library is not found.", "DNN-INIT", "environment"),
+    ("Exception: data did not match any variant of untagged enum ModelWrapper at line 1251019 column 3", "IMPORT-VERSION", "environment"),
+    ("NotImplementedError: Loading a dataset cached in a LocalFileSystem is not supported.", "IMPORT-VERSION", "environment"),
+    ("[fe535b5ccf9b:00019] Signal: Segmentation fault (11)", "SEGV", "real-bug"),
+    ("terminate called after throwing an instance of 'dmlc::Error'", "ABORT", "real-bug"),
+    ('"message": "Exception [Connection was closed before we received a valid response from endpoint URL: \\"http://minio:9000/bucket/model.tar.gz\\""', "NET", "probabilistic"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
@@ -1382,6 +1401,9 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     "curl: (0) ok, 1.2 GB in 30 s",
     "dial tcp 10.0.0.1:443: connected after 2 retries",
     "Barrier reached by 8/8 tasks",
+    "git@github.com: Permission denied (publickey).",
+    "Checkpoint found at 'logs/checkpoint_600.pth.tar', resuming",
+    "[fe535b5ccf9b:00019] Signal handler installed for SIGSEGV",
 ])
 def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
