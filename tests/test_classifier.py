@@ -1376,6 +1376,17 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("[fe535b5ccf9b:00019] Signal: Segmentation fault (11)", "SEGV", "real-bug"),
     ("terminate called after throwing an instance of 'dmlc::Error'", "ABORT", "real-bug"),
     ('"message": "Exception [Connection was closed before we received a valid response from endpoint URL: \\"http://minio:9000/bucket/model.tar.gz\\""', "NET", "probabilistic"),
+    # round 12's families, written before its files landed
+    ("nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown", "U28", "environment"),
+    ("Error invalid device function at line 29 in file /src/csrc/ops.cu", "U28", "environment"),
+    ("wandb: ERROR Error while calling W&B API: permission denied (<Response [403]>)", "U35", "ops"),
+    ("wandb.errors.UsageError: Invalid project name 'my/project': cannot contain characters '/,\\,#,?,%,:', found '/'", "U35", "ops"),
+    ("modal.exception.AuthError: Token missing. Could not authenticate client.", "U35", "ops"),
+    ("hydra.errors.MissingConfigException: Could not find 'model/resnet101'", "CONFIG", "ops"),
+    ("has not produced any output (state: TIMEOUT)", "SLURM-TIMEOUT", "ops"),
+    ("has not produced any output (state: CANCELLED by 1000)", "SLURM-CANCELLED", "ops"),
+    ("[W 2024-01-01 10:00:00,000] Trial 3 failed with parameters: {'lr': 0.1} because of the following error: KeyboardInterrupt().", "INT", "ops"),
+    ("comet_ml.exceptions.CometRestApiException: Comet Rest Api Exception status_code=503", "NET", "probabilistic"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
@@ -1404,6 +1415,8 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     "git@github.com: Permission denied (publickey).",
     "Checkpoint found at 'logs/checkpoint_600.pth.tar', resuming",
     "[fe535b5ccf9b:00019] Signal handler installed for SIGSEGV",
+    "has not produced any output yet (state: RUNNING)",
+    "comet_ml: upload finished, status_code=200",
 ])
 def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
