@@ -1384,7 +1384,7 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("modal.exception.AuthError: Token missing. Could not authenticate client.", "U35", "ops"),
     ("hydra.errors.MissingConfigException: Could not find 'model/resnet101'", "CONFIG", "ops"),
     ("has not produced any output (state: TIMEOUT)", "SLURM-TIMEOUT", "ops"),
-    ("has not produced any output (state: CANCELLED by 1000)", "SLURM-CANCELLED", "ops"),
+    ("has not produced any output (state: CANCELLED)", "SLURM-CANCELLED", "ops"),
     ("[W 2024-01-01 10:00:00,000] Trial 3 failed with parameters: {'lr': 0.1} because of the following error: KeyboardInterrupt().", "INT", "ops"),
     ("comet_ml.exceptions.CometRestApiException: Comet Rest Api Exception status_code=503", "NET", "probabilistic"),
 ])
