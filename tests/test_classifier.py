@@ -423,8 +423,6 @@ def test_issue_17_families_of_collector_d(line: str, rule: str, klass: str) -> N
     "usage: train.py [-h] --train-dir TRAIN_DIR [--val-dir VAL_DIR]",
     # the program's own import cycle is a bug, not the environment (a traceback names it)
     "ImportError: cannot import name 'Model' from partially initialized module 'models' (most likely due to a circular import)",
-    # offline mode without a cached file is a configuration, not a network failure
-    "huggingface_hub.utils._errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' to False.",
     "submitit INFO (2021-04-01 02:26:27,643) - Job has not timed out. Ran 61 minutes out of requested 120 minutes.",
     "WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken by 'NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new connection: [Errno 110] Connection timed out')': /whl/torch_stable.html",
     "Eval Char error rate=0.7037084, Word error rate=3.0769231",
@@ -604,7 +602,7 @@ PermissionError: [Errno 13] Permission denied: '/data'
     verdict = classify_excerpt(RULEBOOK, perm)
     assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PERM", "ops")
     # The same traceback ending in another OSError stays the program's.
-    other = perm.replace(b"PermissionError: [Errno 13] Permission denied", b"NotADirectoryError: [Errno 20] Not a directory")
+    other = perm.replace(b"PermissionError: [Errno 13] Permission denied", b"OSError: [Errno 36] File name too long")
     verdict = classify_excerpt(RULEBOOK, other)
     assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PY", "real-bug")
     # A failed IB port is the node; the peer's completion error after it is the echo.
@@ -1387,6 +1385,25 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("has not produced any output (state: CANCELLED)", "SLURM-CANCELLED", "ops"),
     ("[W 2024-01-01 10:00:00,000] Trial 3 failed with parameters: {'lr': 0.1} because of the following error: KeyboardInterrupt().", "INT", "ops"),
     ("comet_ml.exceptions.CometRestApiException: Comet Rest Api Exception status_code=503", "NET", "probabilistic"),
+    # ops that leave no traceback behind, or end one with a path the run was given
+    # (offline mode without a cached file is a configuration, not a network failure)
+    ("huggingface_hub.utils._errors.LocalEntryNotFoundError: Cannot find the requested files in the disk cache and outgoing traffic has been disabled. To enable hf.co look-ups and downloads online, set 'local_files_only' to False.", "CONFIG", "ops"),
+    ("[1]+  Stopped                 python train.py", "INT", "ops"),
+    ("zsh: terminated  python train.py", "SIGTERM-LAUNCHER", "ops"),
+    ("zsh: hangup  python train.py", "SIGTERM-LAUNCHER", "ops"),
+    ("srun: error: gpu01: task 0: Terminated", "SIGTERM-LAUNCHER", "ops"),
+    ("Signal handler called with signal 15", "SIGTERM-LAUNCHER", "ops"),
+    ("Got signal: SIGTERM", "SIGTERM-LAUNCHER", "ops"),
+    ("Exiting due to SIGINT", "SIGTERM-LAUNCHER", "ops"),
+    ("/bin/sh: 1: ./run.sh: Permission denied", "CLI-ARGS", "ops"),
+    ("FileNotFoundError: ./data/train.csv", "PATH", "ops"),
+    ("IsADirectoryError: [Errno 21] Is a directory: 'output/'", "PATH", "ops"),
+    ("NotADirectoryError: [Errno 20] Not a directory: 'data/train.txt/images'", "PATH", "ops"),
+    ("AssertionError: data/coco/annotations/instances_train2017.json does not exist", "PATH", "ops"),
+    ("AssertionError: Dataset not found at /data/imagenet", "PATH", "ops"),
+    ("OSError: Unable to open file (unable to open file: name = 'data/train.h5', errno = 2, error message = 'No such file or directory', flags = 0, o_flags = 0)", "PATH", "ops"),
+    ("botocore.exceptions.NoCredentialsError: Unable to locate credentials", "CREDENTIALS", "ops"),
+    ("google.auth.exceptions.DefaultCredentialsError: Your default credentials were not found.", "CREDENTIALS", "ops"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
@@ -1417,6 +1434,9 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     "[fe535b5ccf9b:00019] Signal handler installed for SIGSEGV",
     "has not produced any output yet (state: RUNNING)",
     "comet_ml: upload finished, status_code=200",
+    "[1]+  Done                    python train.py",
+    "zsh: correct 'pyhton' to 'python' [nyae]? y",
+    "Installing signal handler for SIGTERM (called with signal handlers enabled)",
 ])
 def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
