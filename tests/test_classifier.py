@@ -1404,6 +1404,7 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("OSError: Unable to open file (unable to open file: name = 'data/train.h5', errno = 2, error message = 'No such file or directory', flags = 0, o_flags = 0)", "PATH", "ops"),
     ("botocore.exceptions.NoCredentialsError: Unable to locate credentials", "CREDENTIALS", "ops"),
     ("google.auth.exceptions.DefaultCredentialsError: Your default credentials were not found.", "CREDENTIALS", "ops"),
+    ('CUDA error at /src/kernels.cu:123 code=700(cudaErrorIllegalAddress) "cudaDeviceSynchronize()"', "CUDA-IMA", "real-bug"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
