@@ -1405,6 +1405,17 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("botocore.exceptions.NoCredentialsError: Unable to locate credentials", "CREDENTIALS", "ops"),
     ("google.auth.exceptions.DefaultCredentialsError: Your default credentials were not found.", "CREDENTIALS", "ops"),
     ('CUDA error at /src/kernels.cu:123 code=700(cudaErrorIllegalAddress) "cudaDeviceSynchronize()"', "CUDA-IMA", "real-bug"),
+    # round 12's tuning files: families they showed (collectors ae-ag)
+    ("{'loss': nan, 'grad_norm': nan, 'learning_rate': 8e-05, 'epoch': 0.01}", "O13", "real-bug"),
+    ("2021-08-12 05:44:07,141 Epoch[1] Batch[7] Speed: 143.86 samples/sec,  IDLoss=nan,", "O13", "real-bug"),
+    (" iteration     5426/  250000 | learning rate: 2.999E-04 | global batch size:     8 | loss scale: 1.0 | grad norm: nan | actual seqlen:  2048 |", "O13", "real-bug"),
+    ("neptune.exceptions.MissingApiToken: Missing API token. Use \"NEPTUNE_API_TOKEN\" environment variable", "U35", "ops"),
+    ("COMET ERROR: The given api key REDACTED is invalid, please check it against the dashboard.", "U35", "ops"),
+    ("wandb: ERROR Error while calling W&B API: project not found (<Response [404]>)", "U35", "ops"),
+    ("Modal requires authentication. Run 'modal token new' to set up credentials", "U35", "ops"),
+    ("NotFoundError: No secret named huggingface - you can add secrets to your account at https://modal.com/secrets", "U35", "ops"),
+    ("E   TypeError: Descriptors cannot not be created directly.", "IMPORT-VERSION", "environment"),
+    ("this machine does not have the resources to deploy this pod", "CAPACITY", "probabilistic"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
@@ -1438,6 +1449,9 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     "[1]+  Done                    python train.py",
     "zsh: correct 'pyhton' to 'python' [nyae]? y",
     "Installing signal handler for SIGTERM (called with signal handlers enabled)",
+    "{'best_loss': inf, 'epoch': 0}",
+    " iteration      100/  250000 | loss scale: 65536.0 | grad norm: nan | number of skipped iterations:   1 |",
+    "{'loss': 0.4213, 'grad_norm': 1.02, 'learning_rate': 8e-05, 'epoch': 0.01}",
 ])
 def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
