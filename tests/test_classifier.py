@@ -1416,6 +1416,21 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("NotFoundError: No secret named huggingface - you can add secrets to your account at https://modal.com/secrets", "U35", "ops"),
     ("E   TypeError: Descriptors cannot not be created directly.", "IMPORT-VERSION", "environment"),
     ("this machine does not have the resources to deploy this pod", "CAPACITY", "probabilistic"),
+    # round 13's families, written before its files landed
+    ("sbatch: error: Invalid partition name specified", "SUBMIT-REFUSED", "ops"),
+    ("sbatch: error: Invalid generic resource (gres) specification", "SUBMIT-REFUSED", "ops"),
+    ("qsub: Unknown queue", "SUBMIT-REFUSED", "ops"),
+    ('job 123 exceeds job hard limit "h_vmem" of queue "gpu.q@node1" (13421772800.00000 > limit:12884901888.00000) - sending SIGKILL', "U9", "host-oom"),
+    ('Lmod has detected the following error: The following module(s) are unknown: "cuda/12.1"', "ENV-SOLVE", "environment"),
+    ("ModuleCmd_Load.c(213):ERROR:105: Unable to locate a modulefile for 'cuda/11.8'", "ENV-SOLVE", "environment"),
+    ("EnvironmentNameNotFound: Could not find conda environment: torch2", "ENV-SOLVE", "environment"),
+    ("CondaError: Run 'conda init' before 'conda activate'", "ENV-SOLVE", "environment"),
+    ("  Warning  DeadlineExceeded  2m  job-controller  Job was active longer than specified deadline", "SLURM-TIMEOUT", "ops"),
+    ("0/3 nodes are available: 3 node(s) had untolerated taint {nvidia.com/gpu: present}.", "K8S1", "environment"),
+    ("Message: Not enough quota available for Standard_NC24ads_A100_v4 in SubscriptionId abc. Current usage/limit: 0/0.", "QUOTA", "ops"),
+    ("KeyError: 'LOCAL_RANK'", "CONFIG", "ops"),
+    ("AssertionError: Micro batch size per gpu: 0 has to be greater than 0", "CONFIG", "ops"),
+    ("lightning_fabric.utilities.exceptions.MisconfigurationException: You requested gpu: [0, 1]", "CONFIG", "ops"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
@@ -1452,6 +1467,9 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     "{'best_loss': inf, 'epoch': 0}",
     " iteration      100/  250000 | loss scale: 65536.0 | grad norm: nan | number of skipped iterations:   1 |",
     "{'loss': 0.4213, 'grad_norm': 1.02, 'learning_rate': 8e-05, 'epoch': 0.01}",
+    "sbatch: Submitted batch job 4242 to partition gpu (Invalid flags ignored: none)",
+    "Lmod is automatically replacing \"gcc/9\" with \"gcc/11\".",
+    "local_rank = int(os.environ['LOCAL_RANK'])",
 ])
 def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
