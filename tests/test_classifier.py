@@ -1431,6 +1431,18 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("KeyError: 'LOCAL_RANK'", "CONFIG", "ops"),
     ("AssertionError: Micro batch size per gpu: 0 has to be greater than 0", "CONFIG", "ops"),
     ("lightning_fabric.utilities.exceptions.MisconfigurationException: You requested gpu: [0, 1]", "CONFIG", "ops"),
+    # round 13's tuning files: families they showed (collectors ah-ak)
+    ('Lmod has detected the following error:  These module(s) or extension(s) exist but cannot be loaded as requested: "m4/1.4.18"', "ENV-SOLVE", "environment"),
+    ("job 3132467 exceeded MEM usage hard limit (2528 > 1126)", "U9", "host-oom"),
+    ("value is outside the range set by RESRSV_LIMIT defined in lsb.queues. Job not submitted.", "SUBMIT-REFUSED", "ops"),
+    ("qsub: submit error (Job exceeds queue resource limits MSG=cannot satisfy queue max mem requirement)", "SUBMIT-REFUSED", "ops"),
+    ("srun: error: Unable to create step for job X: Invalid generic resource (gres) specification", "SUBMIT-REFUSED", "ops"),
+    ('"code":"ClusterMinNodesExceedCoreQuota","message":"The specified subscription has a Standard DSv2 family vCPU quota of 6"', "QUOTA", "ops"),
+    ('"Message":"AzureMLCompute cluster deal-uat does not exist",', "CONFIG", "ops"),
+    ('test.py [options] fit: error: Parser key "trainer.strategy":', "CLI-ARGS", "ops"),
+    ("main.py: error: 'Configuration check failed :: No action for destination key \"trainer.process_position\" to check its value.'", "CLI-ARGS", "ops"),
+    ("Epoch 41/250: 100%|####| 9375/9375 [07:11<00:00, 21.73it/s, DR=713, DF=nan, G=nan, GP=2.16e+4, LR=0.0001]", "O13", "real-bug"),
+    ("discrim_loss nan", "O13", "real-bug"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
@@ -1470,6 +1482,8 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     "sbatch: Submitted batch job 4242 to partition gpu (Invalid flags ignored: none)",
     "Lmod is automatically replacing \"gcc/9\" with \"gcc/11\".",
     "local_rank = int(os.environ['LOCAL_RANK'])",
+    "Epoch 41/250: 100%|####| 9375/9375 [07:11<00:00, 21.73it/s, DR=713, DF=0.31, G=1.2, NaNs=0]",
+    "Job submitted. Job <4242> is submitted to queue <gpu>.",
 ])
 def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
