@@ -1443,6 +1443,11 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("main.py: error: 'Configuration check failed :: No action for destination key \"trainer.process_position\" to check its value.'", "CLI-ARGS", "ops"),
     ("Epoch 41/250: 100%|####| 9375/9375 [07:11<00:00, 21.73it/s, DR=713, DF=nan, G=nan, GP=2.16e+4, LR=0.0001]", "O13", "real-bug"),
     ("discrim_loss nan", "O13", "real-bug"),
+    # NaN losses in the forms loggers print them (probes, before any file showed them)
+    ("loss: tensor(nan, device='cuda:0', grad_fn=<NllLossBackward0>)", "O13", "real-bug"),
+    ('{"step": 100, "loss": NaN, "lr": 0.001}', "O13", "real-bug"),
+    ("Detected NaN in loss. Stopping training.", "O13", "real-bug"),
+    ("       3/99      3.2G        nan        nan        nan         21        640", "O13", "real-bug"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
@@ -1484,6 +1489,10 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     "local_rank = int(os.environ['LOCAL_RANK'])",
     "Epoch 41/250: 100%|####| 9375/9375 [07:11<00:00, 21.73it/s, DR=713, DF=0.31, G=1.2, NaNs=0]",
     "Job submitted. Job <4242> is submitted to queue <gpu>.",
+    "WARNING: NaN detected in loss, skipping batch",
+    "tensor(0.4213, device='cuda:0', grad_fn=<NllLossBackward0>)",
+    "       3/99      3.2G    0.04213    0.02131    0.01012         21        640",
+    '{"step": 100, "loss": 0.42, "best_loss": Infinity}',
 ])
 def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
