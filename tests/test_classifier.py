@@ -1448,6 +1448,16 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ('{"step": 100, "loss": NaN, "lr": 0.001}', "O13", "real-bug"),
     ("Detected NaN in loss. Stopping training.", "O13", "real-bug"),
     ("       3/99      3.2G        nan        nan        nan         21        640", "O13", "real-bug"),
+    # a stack too old or too new for the code (probes)
+    ("AttributeError: module 'torch' has no attribute 'compile'", "IMPORT-VERSION", "environment"),
+    ("TypeError: Trainer.__init__() got an unexpected keyword argument 'gpus'", "IMPORT-VERSION", "environment"),
+    ("AttributeError: 'MessageFactory' object has no attribute 'GetPrototype'", "IMPORT-VERSION", "environment"),
+    ("CUDA_ERROR_NO_BINARY_FOR_GPU", "U28", "environment"),
+    ("RuntimeError: Error compiling objects for extension", "TOOLCHAIN", "environment"),
+    ("ERROR: Could not build wheels for flash-attn, which is required to install pyproject.toml-based projects", "ENV-SOLVE", "environment"),
+    ("ERROR: No matching distribution found for torch==2.1.0+cu121", "ENV-SOLVE", "environment"),
+    ("E: Unable to locate package libgl1-mesa-glx", "ENV-SOLVE", "environment"),
+    ("        Remapping Failure Occurred        : Yes", "GPU-LOST", "hardware"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
@@ -1493,6 +1503,9 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     "tensor(0.4213, device='cuda:0', grad_fn=<NllLossBackward0>)",
     "       3/99      3.2G    0.04213    0.02131    0.01012         21        640",
     '{"step": 100, "loss": 0.42, "best_loss": Infinity}',
+    "AttributeError: module 'models' has no attribute 'resnet'",
+    "TypeError: MyModel.__init__() got an unexpected keyword argument 'depth'",
+    "        Remapping Failure Occurred        : No",
 ])
 def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
