@@ -143,6 +143,18 @@ def one_box(tmp_path: Path) -> Iterator[NetBox]:
         box.stop()
 
 
+def on_disk(dest: Path, expected: dict[str, str]) -> int:
+    """Bytes of the pulled files and their part files under `dest` (what a resume may keep)."""
+    from cockpit.services.custody.pull import PART_SUFFIX
+
+    total = 0
+    for path in dest.rglob("*"):
+        rel = str(path.relative_to(dest))
+        if path.is_file() and (rel in expected or path.name.endswith(PART_SUFFIX)):
+            total += path.stat().st_size
+    return total
+
+
 def durable_tree(root: Path) -> Path:
     """Two finished cells with real checkpoints and a 40 MB file; a queue naming them."""
     import json
@@ -203,6 +215,8 @@ instances:
     rng = random.Random(7)
     interruptions = 0
     moved: list[int] = []  # bytes each attempt actually transferred
+    credited: list[int] = []  # bytes each attempt found already on disk (done - moved)
+    kept: list[int] = []  # bytes on disk after each attempt (0 after a complete one)
     complete_pulls = 1  # the final one; plus every attempt the fault came too late for
     with make_pool(1) as pool:
         for attempt in range(20):
@@ -211,10 +225,12 @@ instances:
             fired = False
 
             moved.append(0)
+            credited.append(0)
 
             def fault(progress: PullProgress, threshold: int = threshold, cut_link: bool = cut_link) -> None:
                 nonlocal fired
                 moved[-1] = max(moved[-1], progress.moved)
+                credited[-1] = max(credited[-1], progress.done - progress.moved)
                 if not fired and progress.done >= threshold:
                     fired = True
                     (one_box.cut if cut_link else one_box.sshd.stop)()
@@ -243,10 +259,13 @@ instances:
                 for path in dest.rglob("*"):
                     if path.is_file():
                         path.unlink()
+            kept.append(on_disk(dest, expected))
         moved.append(0)
+        credited.append(0)
 
         def count(progress: PullProgress) -> None:
             moved[-1] = max(moved[-1], progress.moved)
+            credited[-1] = max(credited[-1], progress.done - progress.moved)
 
         remote = SshBox(await ssh.connect(target), owns=True)
         try:
@@ -256,10 +275,17 @@ instances:
     assert interruptions >= 10, interruptions  # a fault after the last read interrupts nothing
     assert final.verification is not None and final.verification.summary == "2/2 loaded"
     assert marker_path(dest).exists()
-    # Resume must not start over: what moved beyond one full copy per complete pull is the
-    # re-sent share (blocks in flight when the link died). Bound it loosely, report it exactly.
+    # Resume must not start over: every attempt after a cut credits what the cut left on disk
+    # (hashed again, not moved again), less at most one block. The bytes re-sent in all (what
+    # moved beyond one copy per complete pull) are reported, not bounded: they depend on the
+    # machine's load (a client that wrote while a loaded box timed its link as far is cut back
+    # and the file comes over SFTP), and a bound on them failed on a machine with both cores busy.
+    for attempt, before in enumerate(kept):
+        assert credited[attempt + 1] >= before - CHUNK, (
+            f"attempt {attempt + 2} credited {credited[attempt + 1]} of the {before} bytes the "
+            f"previous one left on disk: the pull restarted from zero")
+    assert sum(before > CHUNK for before in kept) >= 5, kept  # cuts that left a lot to resume
     resent = sum(moved) - total * complete_pulls
-    assert resent < total, f"{resent} bytes re-sent: the pull restarted from zero"
     print(f"pull cut at {interruptions} random points (link down or sshd killed): resumed to 2/2; "
           f"{resent} bytes re-sent of {total} ({resent / total:.2%}), "
           f"{resent / max(interruptions, 1) / 1024:.0f} KiB per interruption")
