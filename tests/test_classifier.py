@@ -1458,6 +1458,13 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("ERROR: No matching distribution found for torch==2.1.0+cu121", "ENV-SOLVE", "environment"),
     ("E: Unable to locate package libgl1-mesa-glx", "ENV-SOLVE", "environment"),
     ("        Remapping Failure Occurred        : Yes", "GPU-LOST", "hardware"),
+    # process supervisors' and time limits' own words (probes)
+    ("train.service: Main process exited, code=killed, status=15/TERM", "SIGTERM-LAUNCHER", "ops"),
+    ("2024-01-01 10:00:00,000 INFO stopped: train (terminated by SIGTERM)", "SIGTERM-LAUNCHER", "ops"),
+    ("train.service: Failed with result 'oom-kill'.", "U9", "host-oom"),
+    ("train.service: A process of this unit has been killed by the OOM killer.", "U9", "host-oom"),
+    ("timeout: sending signal TERM to command 'python'", "SLURM-TIMEOUT", "ops"),
+    ("Your notebook was stopped because it exceeded the max allowed execution duration.", "SLURM-TIMEOUT", "ops"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
@@ -1506,6 +1513,8 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     "AttributeError: module 'models' has no attribute 'resnet'",
     "TypeError: MyModel.__init__() got an unexpected keyword argument 'depth'",
     "        Remapping Failure Occurred        : No",
+    "train.service: Main process exited, code=exited, status=0/SUCCESS",
+    "2024-01-01 10:00:00,000 INFO exited: train (exit status 0; expected)",
 ])
 def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
