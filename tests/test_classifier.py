@@ -1465,6 +1465,15 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("train.service: A process of this unit has been killed by the OOM killer.", "U9", "host-oom"),
     ("timeout: sending signal TERM to command 'python'", "SLURM-TIMEOUT", "ops"),
     ("Your notebook was stopped because it exceeded the max allowed execution duration.", "SLURM-TIMEOUT", "ops"),
+    # NICs, filesystems and NVMe failing; peers gone over sockets (probes)
+    ("mlx5_core 0000:3b:00.0: Port module event: module 0, Cable unplugged", "IB-FATAL", "hardware"),
+    ("kernel: mlx5_core 0000:3b:00.0: mlx5_fw_fatal_reporter_err_work:664:(pid 12): Driver is in error state. Unloading", "IB-FATAL", "hardware"),
+    ("NETDEV WATCHDOG: eth0 (ixgbe): transmit queue 0 timed out", "IB-FATAL", "hardware"),
+    ("kernel: EXT4-fs (nvme0n1p2): Remounting filesystem read-only", "GPU-LOST", "hardware"),
+    ("nvme nvme0: controller is down; will reset: CSTS=0xffffffff, PCI_STATUS=0xffff", "GPU-LOST", "hardware"),
+    ("nvme nvme0: I/O 123 QID 4 timeout, aborting", "GPU-LOST", "hardware"),
+    ("node2:1:2 [0] misc/socket.cc:538 NCCL WARN NET/Socket : peer 10.0.0.3<41234> shutdown", "NCCL-PEER", "probabilistic"),
+    ("[E ProcessGroupGloo.cpp:138] Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error", "NCCL-PEER", "probabilistic"),
 ])
 def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
@@ -1515,6 +1524,9 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     "        Remapping Failure Occurred        : No",
     "train.service: Main process exited, code=exited, status=0/SUCCESS",
     "2024-01-01 10:00:00,000 INFO exited: train (exit status 0; expected)",
+    "mlx5_core 0000:3b:00.0: Port module event: module 0, Cable plugged",
+    "EXT4-fs (nvme0n1p2): mounted filesystem with ordered data mode. Quota mode: none.",
+    "nvme nvme0: 32/0/0 default/read/poll queues",
 ])
 def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
