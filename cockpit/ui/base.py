@@ -31,4 +31,3 @@ class CockpitScreen(Screen[None]):
         (Not `is_mounted`: that turns true only after `on_mount`, which paints first.)
         """
         return bool(self.query(selector))
-
