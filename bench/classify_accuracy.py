@@ -249,7 +249,10 @@ def main() -> int:
     args = parser.parse_args()
     index = load_index()
     if args.collectors:
-        letters = set(args.collectors.split(",") if "," in args.collectors else args.collectors)
+        # 'hij' is three collectors; 'aa' (a two-letter collector, no comma) is one, not 'a'.
+        prefixes = {name.split("_", 1)[0] for name in index}
+        wanted = args.collectors
+        letters = set(wanted.split(",") if "," in wanted or wanted in prefixes else wanted)
         index = {name: entry for name, entry in index.items()
                  if name.split("_", 1)[0] in letters}
     tuning, test_only = splits(index)
