@@ -1475,7 +1475,7 @@ def test_an_ignored_exception_under_a_long_object_repr_is_still_ignored() -> Non
     ("node2:1:2 [0] misc/socket.cc:538 NCCL WARN NET/Socket : peer 10.0.0.3<41234> shutdown", "NCCL-PEER", "probabilistic"),
     ("[E ProcessGroupGloo.cpp:138] Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error", "NCCL-PEER", "probabilistic"),
 ])
-def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None:
+def test_issue_17_families_of_rounds_10_to_13(line: str, rule: str, klass: str) -> None:
     # judged as an exception line (PATH names only a traceback's exception)
     found = RULEBOOK.match_line(line.encode(), traceback=[])
     assert found is not None and (found.id, found.klass) == (rule, klass), (line, found)
@@ -1530,7 +1530,7 @@ def test_issue_17_families_of_round_10(line: str, rule: str, klass: str) -> None
     # ranks' aborts interleaved on one line: no type name stands closed in it
     "terminate called after throwing an instance of 'terminate called after throwing an instance of 'terminate called after throwing an instan",
 ])
-def test_look_alikes_of_round_10_are_no_event(line: str) -> None:
+def test_look_alikes_of_rounds_10_to_13_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
 
 
