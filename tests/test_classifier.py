@@ -678,10 +678,12 @@ def test_a_missing_path_at_the_end_of_a_traceback_is_the_operators() -> None:
     verdict = classify_excerpt(RULEBOOK, windows)
     assert verdict is not None and verdict.rule.id == "PATH"
     # A missing compiler, tool or shared library is the environment's, not a path to fix.
-    for missing in (b"'nvcc'", b"'/usr/local/cuda/bin/nvcc'", b"'ninja'", b"'/usr/lib/x86_64-linux-gnu/libcuda.so.1'"):
+    # CUDA's own compiler missing from its install is the toolchain's.
+    for missing, rule in ((b"'nvcc'", "PY"), (b"'/usr/local/cuda/bin/nvcc'", "TOOLCHAIN"), (b"'ninja'", "PY"),
+                          (b"'/usr/lib/x86_64-linux-gnu/libcuda.so.1'", "PY")):
         tool = MISSING_PATH_TB.replace(b"'your_data_path/train_all'", missing)
         verdict = classify_excerpt(RULEBOOK, tool)
-        assert verdict is not None and verdict.rule.id == "PY", (missing, verdict)
+        assert verdict is not None and verdict.rule.id == rule, (missing, verdict)
     # A missing sample the loader logs and skips is handled: the run goes on.
     skipped = b"""epoch 3 step 120 loss 0.41
 skip sample: [Errno 2] No such file or directory: 'images/000123.jpg'
@@ -1531,6 +1533,38 @@ def test_issue_17_families_of_rounds_10_to_13(line: str, rule: str, klass: str) 
     "terminate called after throwing an instance of 'terminate called after throwing an instance of 'terminate called after throwing an instan",
 ])
 def test_look_alikes_of_rounds_10_to_13_are_no_event(line: str) -> None:
+    assert RULEBOOK.match_line(line.encode()) is None, line
+
+
+ROUND_14_FAMILIES = [
+    # pre-round probes, from the tools' own wording
+    ("openai.AuthenticationError: Error code: 401 - {'error': {'message': 'Incorrect API key provided'}}", "CREDENTIALS", "ops"),
+    ("RuntimeError: Attempting to deserialize object on CUDA device 1 but torch.cuda.device_count() is 1. Please use torch.load with map_location", "DEVICE-ORDINAL", "ops"),
+    ("      error: [Errno 2] No such file or directory: '/usr/local/cuda/bin/nvcc'", "TOOLCHAIN", "environment"),
+    ("subprocess.CalledProcessError: Command '['which', 'c++']' returned non-zero exit status 1.", "TOOLCHAIN", "environment"),
+    ("ERROR: Cannot install transformers==4.40.0 and tokenizers==0.20.0 because these package versions have conflicting dependencies.", "ENV-SOLVE", "environment"),
+    ("docker: Error response from daemon: unknown or invalid runtime name: nvidia.", "NO-DRIVER", "environment"),
+]
+
+ROUND_14_LOOK_ALIKES = [
+    "AuthenticationError: retrying with a refreshed token (attempt 1 of 3)",
+    "Attempting to deserialize object on CUDA device 0 with map_location='cuda:0'",
+    "nvcc found at /usr/local/cuda/bin/nvcc",
+    "Command '['which', 'c++']' found /usr/bin/c++",
+    "Successfully installed transformers-4.40.0 tokenizers-0.19.1",
+    "Runtimes: io.containerd.runc.v2 nvidia runc",
+]
+
+
+@pytest.mark.parametrize(("line", "rule", "klass"), ROUND_14_FAMILIES)
+def test_issue_17_families_of_round_14(line: str, rule: str, klass: str) -> None:
+    # judged as an exception line (PATH names only a traceback's exception)
+    found = RULEBOOK.match_line(line.encode(), traceback=[])
+    assert found is not None and (found.id, found.klass) == (rule, klass), (line, found)
+
+
+@pytest.mark.parametrize("line", ROUND_14_LOOK_ALIKES)
+def test_look_alikes_of_round_14_are_no_event(line: str) -> None:
     assert RULEBOOK.match_line(line.encode()) is None, line
 
 
