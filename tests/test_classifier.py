@@ -1544,6 +1544,41 @@ ROUND_14_FAMILIES = [
     ("subprocess.CalledProcessError: Command '['which', 'c++']' returned non-zero exit status 1.", "TOOLCHAIN", "environment"),
     ("ERROR: Cannot install transformers==4.40.0 and tokenizers==0.20.0 because these package versions have conflicting dependencies.", "ENV-SOLVE", "environment"),
     ("docker: Error response from daemon: unknown or invalid runtime name: nvidia.", "NO-DRIVER", "environment"),
+    ('absl.flags._exceptions.IllegalFlagValueError: flag --train_logdir=None: Flag --train_logdir must have a value other than None.', 'CLI-ARGS', 'ops'),
+    ('absl.flags._exceptions.ValidationError: Flag --train_logdir must be specified.', 'CLI-ARGS', 'ops'),
+    ("FATAL Flags parsing error: Unknown command line flag 'batchsize'", 'CLI-ARGS', 'ops'),
+    ('AssertionError: The None.pdparams does not exists!', 'PATH', 'ops'),
+    ('Unable to load any of {libcudnn_ops.so.9.1.0, libcudnn_ops.so.9.1, libcudnn_ops.so.9, libcudnn_ops.so}', 'LIB-MISSING', 'environment'),
+    ('Invalid handle. Cannot load symbol cudnnCreateTensorDescriptor', 'LIB-MISSING', 'environment'),
+    ('Could not load library libcudnn_cnn_infer.so.8. Error: /usr/lib/x86_64-linux-gnu/libcudnn_cnn_infer.so.8: symbol _ZN5cudnn3ops version libcudnn_ops_infer', 'LIB-MISSING', 'environment'),
+    ('Outdated cuDNN installation found.', 'U28', 'environment'),
+    ('CUDA backend failed to initialize: Unable to use CUDA because of the following issues with CUDA components:', 'U28', 'environment'),
+    ("torch._inductor.exc.InductorError: CalledProcessError: Command '['/usr/bin/gcc', '/tmp/tmp1/cuda_utils.c', '-O3', '-shared', '-fPIC', '-o', '/tmp/tmp1/cuda_utils.so', '-lcuda']' returned non-zero exit status 1.", 'TOOLCHAIN', 'environment'),
+    ("[rank1]: subprocess.CalledProcessError: Command '['ninja', '-v']' returned non-zero exit status 1.", 'TOOLCHAIN', 'environment'),
+    ("WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was built for:", 'U28', 'environment'),
+    ('RuntimeError: operator torchvision::nms does not exist', 'U28', 'environment'),
+    ('RuntimeError: Cuda extensions are being compiled with a version of Cuda that does not match the version used to compile Pytorch binaries.  Pytorch binaries were compiled with Cuda 12.1.', 'U28', 'environment'),
+    ('[rank6]:[E222 18:40:45.627415948 ProcessGroupNCCL.cpp:1362] [PG ID 0 PG GUID 0(default_pg) Rank 6] Future for ProcessGroup abort timed out after 600000 ms', 'MN3', 'probabilistic'),
+    ('Error: Error waiting to create Vm: Error code 8, message: There is no more capacity in the zone "us-central1-c"; you can try in another zone', 'CAPACITY', 'probabilistic'),
+    ('Error: Service error:InternalError. Out of host capacity.. http status code: 500. Opc request id: xxxx', 'CAPACITY', 'probabilistic'),
+    ('ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE. If you have updated the package versions, please update the hashes.', 'NET', 'probabilistic'),
+    ("OSError: Unable to create file (unable to open file: name = 'model_data/yolo.h5', errno = 13, error message = 'Permission denied', flags = 13, o_flags = 242)", 'PERM', 'ops'),
+    ("IOError: Unable to create file (Unable to open file: name = './store/model.h5', errno = 2, error message = 'no such file or directory', flags = 13, o_flags = 242)", 'PATH', 'ops'),
+    ('ValueError: Token must be specified for push to hub', 'HF-AUTH', 'ops'),
+    ('remote: DENIED update refs/heads/main: forbidden', 'HF-AUTH', 'ops'),
+    ("OSError: Could not find kaggle.json. Make sure it's located in /root/.kaggle. Or use the environment method.", 'CREDENTIALS', 'ops'),
+    ('AssertionError: Batch size 4 is wrong. It must be a multiple of # GPUs 3.', 'CONFIG', 'ops'),
+    ('amdgpu 0000:29:00.0: WARN: GPU thermal throttling temperature reached, expect performance decrease. HBM.', 'U23', 'hardware'),
+    ("[198542.8] mlx5_core 0000:5e:00.0: device's health compromised - reached miss count", 'IB-FATAL', 'hardware'),
+    ('[198542.918249] mlx5_core 0000:5e:00.0: synd 0x7: irisc not responding', 'IB-FATAL', 'hardware'),
+    ('distributed.nanny - WARNING - Worker exceeded 95% memory budget. Restarting', 'U9', 'host-oom'),
+    ('Aug 04 10:48:44 debian earlyoom[845]: low memory! at or below SIGTERM limits: mem  3.00%, swap 10.00%', 'U9', 'host-oom'),
+    ('Aug 04 10:48:44 debian earlyoom[845]: sending SIGTERM to process 324012 uid 1000 "python3.13": oom_score 1288, VmRSS 30165 MiB', 'U9', 'host-oom'),
+    ('Jan 01 10:00:00 host systemd-oomd[612]: Killed /user.slice/user-1000.slice/session-3.scope due to memory pressure for /user.slice', 'U9', 'host-oom'),
+    ('g++: fatal error: Killed signal terminated program cc1plus', 'U9', 'host-oom'),
+    ("31.55 nvcc error   : 'cudafe++' died due to signal 9 (Kill signal)", 'U9', 'host-oom'),
+    ('229/230 [============================>.] - ETA: 2s - loss: 0.2038 - acc: 0.9209Killed', 'U9', 'host-oom'),
+    ('  Error while creating shared memory segment /dev/shm/nccl-1YsMbG (size 7340384)', 'DP15', 'disk-full'),
 ]
 
 ROUND_14_LOOK_ALIKES = [
@@ -1553,6 +1588,26 @@ ROUND_14_LOOK_ALIKES = [
     "Command '['which', 'c++']' found /usr/bin/c++",
     "Successfully installed transformers-4.40.0 tokenizers-0.19.1",
     "Runtimes: io.containerd.runc.v2 nvidia runc",
+    'absl flags: --train_logdir must be specified or defaults to /tmp',
+    'Checking that checkpoint.pdparams does not exist yet: ok',
+    'Loaded cuDNN version 90100 (libcudnn_ops.so.9)',
+    'An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not installed. Falling back to cpu.',
+    "Command '['/usr/bin/gcc', '/tmp/tmp1/cuda_utils.c', '-O3', '-lcuda']' finished in 1.2s",
+    "Command '['ninja', '-v']' finished: 12 targets built",
+    'xFormers 0.0.28 loaded C++/CUDA extensions (built for PyTorch 2.5.0+cu124)',
+    'registered operator torchvision::nms for CUDA',
+    'ProcessGroup abort completed in 12 ms',
+    'capacity in the zone us-central1-c: 8 of 8 TPU nodes available',
+    'Collecting torch==2.1.1 (from -r requirements.txt (line 84)) hashes match',
+    'Found kaggle.json at /root/.kaggle/kaggle.json',
+    'remote: update refs/heads/main: ok',
+    'Batch size 4 is fine for 4 GPUs',
+    'amdgpu 0000:29:00.0: thermal throttling temperature set to 95C',
+    'mlx5_core 0000:5e:00.0: irisc_index 0',
+    'earlyoom[845]: mem avail: 20105 of 30236 MiB (66.49%), swap free: 4860 of 5119 MiB (95.0%)',
+    'distributed.worker.memory - WARNING - Unmanaged memory use is high.',
+    '230/230 [==============================] - 2984s 13s/step - loss: 0.2198 - acc: 0.9168 - jobs_killed: 0',
+    'NCCL INFO Allocated shared memory segment /dev/shm/nccl-1YsMbG (size 7340384)',
 ]
 
 
@@ -1603,3 +1658,42 @@ def test_the_cause_under_an_nccl_errors_last_error_line_names_it() -> None:
                        b"NET/IB : Got completion from peer 10.0.0.1 with status=12")
     verdict = classify_excerpt(RULEBOOK, other)
     assert verdict is not None and verdict.rule.id != "DEVICE-ORDINAL"
+
+
+RAY_ACTOR_TB = b"""(RolloutWorker pid=155213) 2023-07-01 11:37:19,640\tERROR worker.py:763 -- Exception raised in creation task: The actor died because of an error raised in its creation task, ray::RolloutWorker.__init__() (pid=155213, ip=192.168.50.3)
+(RolloutWorker pid=155213)   File "/opt/conda/lib/python3.8/site-packages/ray/rllib/evaluation/rollout_worker.py", line 662, in __init__
+(RolloutWorker pid=155213)     self.policy_dict, self.is_policy_to_train = self.config.get_multi_agent_setup(
+(RolloutWorker pid=155213)   File "/opt/conda/lib/python3.8/site-packages/ray/rllib/algorithms/algorithm_config.py", line 2182, in get_multi_agent_setup
+(RolloutWorker pid=155213)     raise ValueError(
+(RolloutWorker pid=155213) ValueError: `observation_space` not provided in PolicySpec for default_policy
+Traceback (most recent call last):
+  File "ppo_4x4grid.py", line 62, in <module>
+"""
+
+
+def test_a_ray_workers_headless_traceback_behind_its_prefix_is_read() -> None:
+    # Ray prints an actor's traceback without a header, each line behind `(Actor pid=N) `
+    verdict = classify_excerpt(RULEBOOK, RAY_ACTOR_TB)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PY", "real-bug"), verdict
+    assert verdict.finding is not None and verdict.finding.exception == "ValueError"
+    # A worker's prefix on an ordinary log line starts nothing
+    quiet = b"(RolloutWorker pid=155213) iteration 3: episode_reward_mean=12.5\n"
+    assert classify_excerpt(RULEBOOK, quiet) is None
+
+
+NCCL_SHM = b"""  torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.hpp:268, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5
+  ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.
+  Last error:
+  Error while creating shared memory segment /dev/shm/nccl-1YsMbG (size 7340384)
+"""
+
+
+def test_a_generic_nccl_error_gives_way_to_the_cause_it_names() -> None:
+    # NCCL's "unhandled system error" is what the cause looked like to torch: the cause is
+    # named below it (a /dev/shm too small for NCCL's segments)
+    verdict = classify_excerpt(RULEBOOK, NCCL_SHM)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("DP15", "disk-full"), verdict
+    # alone, it is still the NCCL error
+    alone = NCCL_SHM.split(b"\n  Last error:")[0] + b"\n"
+    verdict = classify_excerpt(RULEBOOK, alone)
+    assert verdict is not None and verdict.rule.id == "NCCL", verdict

@@ -69,6 +69,9 @@ _NCCL_DETAIL_RE = re.compile(rb"^(?:nccl[A-Z]\w*: |Last error:)")
 `Last error:` and NCCL's own sentence on the next line): the error's message, which is where
 its cause is named (`Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000`)."""
 _EXC_TYPE_RE = re.compile(rb"^(?P<type>[A-Za-z_][\w.]*)(?::|$)")
+_WORKER_PREFIX_RE = re.compile(rb"^\([\w.:-]* ?pid=\d+[^)\n]*\) ")
+"""The prefix Ray puts before each line a worker prints (`(RolloutWorker pid=155213) `,
+`(pid=123, ip=10.0.0.1) `): stripped from the lines of a traceback that starts behind it."""
 
 
 @dataclass(frozen=True)
@@ -243,9 +246,12 @@ class LogClassifier:
                 self._line_no += 1
                 counted = pos = stop + 1
                 continue
-            if _FRAME_RE.match(line):
-                # A frame without a header: the traceback starts here.
-                self._tb = _Traceback(prefix=b"", headless=True)
+            worker = _WORKER_PREFIX_RE.match(line)
+            behind = worker.end() if worker is not None else 0
+            if _FRAME_RE.match(line[behind:]):
+                # A frame without a header: the traceback starts here (behind a Ray worker's
+                # prefix, which its other lines carry too).
+                self._tb = _Traceback(prefix=line[:behind], headless=True)
                 counted = pos = start
                 continue
             # The carried line was scanned while unfinished: what it reported stays reported.
@@ -462,7 +468,7 @@ def primary_cause(findings: Sequence[Finding]) -> Finding | None:
 FINAL_LINES = 8
 """How many lines from the end an excerpt's final exception may sit (a launcher's exit notice
 or a shell prompt may follow it)."""
-_RANK_PREFIX_RE = re.compile(rb"^\[(?:rank|default)\d*\]:\s*")
+_RANK_PREFIX_RE = re.compile(rb"^(?:\[(?:rank|default)\d*\]:\s*|\([\w.:-]* ?pid=\d+[^)\n]*\) )")
 _EPILOGUE_RE = re.compile(
     rb"^$|^\S*[$#>]$|^wandb:|(?i:exit|status|finished|failed|abort|terminat|press any key|"
     rb"error in atexit|hydra_full_error)")

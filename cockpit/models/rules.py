@@ -134,10 +134,12 @@ class Rule:
         return TIERS.index(self.spec.tier)
 
 
-TRACEBACK = r'(?:Traceback \(most recent call last\)|^\s*File "[^"]*", line \d+, in )'
+TRACEBACK = (r'(?:Traceback \(most recent call last\)|^(?:\([\w.:-]* ?pid=\d+[^)\n]*\) )?\s*File "[^"]*", '
+             r'line \d+, in )')
 """Where a Python traceback may start: its header (also as rich draws it, in a box), or (in
 an excerpt that lost the header, as pasted logs often do) its first `File "...", line N, in f`
-frame."""
+frame. Ray prints a task's or actor's traceback without a header, under `ray::Actor.method()
+(pid=..., ip=...)`, each line behind the worker's `(Actor pid=N) ` prefix."""
 
 
 class Rulebook:
