@@ -1579,6 +1579,29 @@ ROUND_14_FAMILIES = [
     ("31.55 nvcc error   : 'cudafe++' died due to signal 9 (Kill signal)", 'U9', 'host-oom'),
     ('229/230 [============================>.] - ETA: 2s - loss: 0.2038 - acc: 0.9209Killed', 'U9', 'host-oom'),
     ('  Error while creating shared memory segment /dev/shm/nccl-1YsMbG (size 7340384)', 'DP15', 'disk-full'),
+    ('  "messageKind": "spot_interrupted",', 'PREEMPT', 'probabilistic'),
+    ('There are not enough slots available in the system to satisfy the 8 slots', 'DEVICE-ORDINAL', 'ops'),
+    ('24 2022-10-16 06:55:24 +0000 1 Corrected error(s): memory read error at CPU_SrcID#1_MC#1_Chan#1_DIMM#0 location: 3:1:0:-1', 'GPU-LOST', 'hardware'),
+    ('Probable Cause DIMM_Degraded', 'GPU-LOST', 'hardware'),
+    ('/usr/bin/ld: cannot find -lcuda: No such file or directory', 'LIB-MISSING', 'environment'),
+    ("IOError: [Errno 2] No such file or directory: 'multi30k_model_e13_*.pt'", 'PATH', 'ops'),
+    ('[Apr16 16:08] hwmon hwmon1: Undervoltage detected!', 'U23', 'hardware'),
+    ('2024-05-17 23:15:33,005 - modelscope - ERROR - Authentication token does not exist, failed to access model 01-ai/Yi-1.5-34B-Chat which may not exist or may be private. Please login first.', 'HF-AUTH', 'ops'),
+    ('[ 9329.469310] e1000e 0000:00:19.0 eth0: Detected Hardware Unit Hang:', 'IB-FATAL', 'hardware'),
+    ('3    | Dec-09-2024 | 21:12:29 | Power Supply 2 PS2 Status                         | Power Supply      | Critical | Power Supply Failure detected', 'GPU-LOST', 'hardware'),
+    ('"message": "Allocation failed. We do not have sufficient capacity for the requested VM size in this region."', 'CAPACITY', 'probabilistic'),
+    ('10:23:28          "code": "AllocationFailed",', 'CAPACITY', 'probabilistic'),
+    ('EI0006: 2024-08-05-18:15:21.270.506 Getting socket times out. Reason: Remote Rank did not send the data in time. Please check the reason for the rank being stuck', 'MN3', 'probabilistic'),
+    ('EI0002: The wait execution of the Notify register times out. Reason: The Notify register has not received the Notify record from remote rank [4294967295].', 'MN3', 'probabilistic'),
+    ('EL0004: [PID: 1234] 2025-04-09-21:56:46.123 Failed to allocate memory. Possible Cause: Available memory is insufficient. Solution: Close applications not in use. TraceBack (most recent call last): Memory_Allocation_Failure(EL0004)', 'U10', 'real-bug'),
+    ('EZ9999: 2024-05-17-01:30:26.960.959  Op Cast does not has any binary.', 'LIB-MISSING', 'environment'),
+    ('[Error]: System Direct Memory Access (DMA) hardware execution error. ', 'GPU-LOST', 'hardware'),
+    ('2022-12-08 17:57:33,992-INFO: Total iter: 20, epoch: 0, batch: 20, loss: [nan]', 'O13', 'real-bug'),
+    ('INFO - [R0] | E6 iter[ 14/ 15] | [Loss] nan | [exp] ./exp/0125/car/3dbf3ah_hvae_lion_B40 | [step]   104', 'O13', 'real-bug'),
+    ('#10 304.0 E: Failed to fetch http://archive.ubuntu.com/ubuntu/pool/main/libp/libpipeline/libpipeline1_1.5.2-2build1_amd64.deb  502  Bad Gateway [IP: 91.189.91.38 80]', 'NET', 'probabilistic'),
+    ('SMART overall-health self-assessment test result: FAILED!', 'GPU-LOST', 'hardware'),
+    ('Drive failure expected in less than 24 hours. SAVE ALL DATA.', 'GPU-LOST', 'hardware'),
+    ('SMART Failure: HARDWARE IMPENDING FAILURE GENERAL HARD DRIVE FAILURE', 'GPU-LOST', 'hardware'),
 ]
 
 ROUND_14_LOOK_ALIKES = [
@@ -1608,6 +1631,18 @@ ROUND_14_LOOK_ALIKES = [
     'distributed.worker.memory - WARNING - Unmanaged memory use is high.',
     '230/230 [==============================] - 2984s 13s/step - loss: 0.2198 - acc: 0.9168 - jobs_killed: 0',
     'NCCL INFO Allocated shared memory segment /dev/shm/nccl-1YsMbG (size 7340384)',
+    '  "messageKind": "rebalance_recommendation",',
+    'There are 8 slots available in the system',
+    'EDAC MC0: Giving out device to module skx_edac controller Skylake Socket#0 IMC#0: DEV 0000:3a:0a.0 (INTERRUPT)',
+    '/usr/bin/ld: found -lcuda at /usr/lib/x86_64-linux-gnu/libcuda.so',
+    '[  +4.031876] hwmon hwmon1: Voltage normalised',
+    "OSError: [Errno 2] No such file or directory: 'ninja'",
+    '[    2.1] e1000e 0000:00:19.0 eth0: Intel(R) PRO/1000 Network Connection',
+    '4    | Dec-10-2024 | 09:00:00 | Power Supply 2 PS2 Status                         | Power Supply      | OK       | Presence detected',
+    'HCCL INFO: Getting socket from remote rank 3 succeeded',
+    '2022-12-08 17:57:32,672-INFO: Total iter: 0, epoch: 0, batch: 0, loss: [10.0123]',
+    'INFO - [R0] | E5 iter[ 14/ 15] | [Loss] 51566519.44 | [best] 0 -100.000x1e-2',
+    'SMART overall-health self-assessment test result: PASSED',
 ]
 
 
@@ -1697,3 +1732,25 @@ def test_a_generic_nccl_error_gives_way_to_the_cause_it_names() -> None:
     alone = NCCL_SHM.split(b"\n  Last error:")[0] + b"\n"
     verdict = classify_excerpt(RULEBOOK, alone)
     assert verdict is not None and verdict.rule.id == "NCCL", verdict
+
+
+CUT_TB_WITH_LINKER = b"""  File "/usr/lib/python3.10/site-packages/torch/_inductor/compile_fx.py", line 430, in fw_compiler
+    return inner_compile(
+  File "/usr/lib/python3.10/site-packages/torch/_inductor/debug.py", line 239, in inner
+/usr/bin/ld: cannot find -lcuda: No such file or directory
+collect2: error: ld returned 1 exit status
+    return fn(*args, **kwargs)
+  File "/usr/lib/python3.10/site-packages/torch/_inductor/graph.py", line 575, in compile_to_module
+    mod = PyCodeCache.load(code)
+"""
+
+
+def test_a_line_interleaved_in_a_cut_off_traceback_still_names_the_cause() -> None:
+    # the linker's stderr lands between the frames of a traceback the excerpt cuts off
+    verdict = classify_excerpt(RULEBOOK, CUT_TB_WITH_LINKER)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("LIB-MISSING", "environment")
+    assert verdict.line_no == 4
+    # without the interleaved lines, a cut-off traceback names nothing
+    bare = b"".join(line for line in CUT_TB_WITH_LINKER.splitlines(keepends=True)
+                    if b"ld" not in line[:20] and not line.startswith(b"collect2"))
+    assert classify_excerpt(RULEBOOK, bare) is None

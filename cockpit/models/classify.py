@@ -31,6 +31,9 @@ from cockpit.models.rules import Rule, Rulebook
 MAX_CARRY = 65536
 """Bytes of an unfinished line kept for the next feed (a 10 MB line is not buffered)."""
 MAX_TB_LINES = 400
+MAX_STRAYS = 16
+"""Interleaved lines kept from one headless traceback (`_Traceback.strays`): enough for a
+compiler's or linker's few error lines, bounded so a hostile log cannot grow the state."""
 """Lines of one traceback kept for `context` rules; deeper ones only update the frame."""
 EXCERPT = 240
 
@@ -146,6 +149,11 @@ class _Traceback:
     counts; the `^C` before the header is judged as the interrupt."""
     chained: bool = False
     open_message: bool = False
+    strays: list[tuple[int, bytes]] = field(default_factory=list)
+    """Unindented lines between a headless traceback's frames that name no exception: another
+    stream's lines interleaved (a linker's `cannot find -lcuda` on stderr) or a code line that
+    lost its indent. Judged as log lines only if the traceback is cut off before its exception
+    line (at most `MAX_STRAYS` kept)."""
 
 
 class LogClassifier:
@@ -394,7 +402,10 @@ class LogClassifier:
         if line.strip() and line[:1] not in (b" ", b"\t") and not line.startswith(_CHAIN) \
                 and header < 0:
             if tb.headless and after_frame and not _HEADLESS_EXC_RE.match(line):
-                return  # a pasted excerpt that lost the code line's indent
+                # a pasted excerpt that lost the code line's indent, or an interleaved line
+                if len(tb.strays) < MAX_STRAYS:
+                    tb.strays.append((self._line_no, line))
+                return
             self._exception_line(tb, line)
 
     def _exception_line(self, tb: _Traceback, line: bytes) -> None:
@@ -405,11 +416,19 @@ class LogClassifier:
 
     def _close_traceback(self, out: list[Finding]) -> None:
         tb, self._tb = self._tb, None
-        if tb is None or not tb.exceptions:
-            return  # cut off before its exception line: nothing to name
+        if tb is None:
+            return
+        if not tb.exceptions:
+            # Cut off before its exception line: only lines of another stream interleaved
+            # between its frames can still name something.
+            for line_no, line in tb.strays:
+                out += self._relined(line, line_no)
+            return
         if tb.headless and not _HEADLESS_EXC_RE.match(tb.exceptions[-1][1][0]):
             # Frames that ended in an ordinary line (a stack dump, not a traceback): that line
-            # is judged as a line, like any other.
+            # and any interleaved between the frames are judged as lines, like any other.
+            for line_no, line in tb.strays:
+                out += self._relined(line, line_no)
             out += self._relined(tb.exceptions[-1][1][0], tb.exceptions[-1][0])
             return
         best: tuple[Rule, int, list[bytes]] | None = None
