@@ -1754,3 +1754,38 @@ def test_a_line_interleaved_in_a_cut_off_traceback_still_names_the_cause() -> No
     bare = b"".join(line for line in CUT_TB_WITH_LINKER.splitlines(keepends=True)
                     if b"ld" not in line[:20] and not line.startswith(b"collect2"))
     assert classify_excerpt(RULEBOOK, bare) is None
+
+
+SRUN_RANKS_TB = b""" 2: [rank2]:   File "/usr/lib/python3.12/site-packages/lightning/pytorch/trainer/call.py", line 46, in _call_and_handle_interrupt
+ 2: [rank2]:     return trainer.strategy.launcher.launch(trainer_fn, *args, trainer=trainer, **kwargs)
+15: [rank15]:   File "/usr/lib/python3.12/site-packages/megatron/core/transformer/transformer_block.py", line 110, in get_num_layers_to_build
+15: [rank15]:     num_layers % config.pipeline_model_parallel_size == 0
+15: [rank15]: AssertionError: num_layers should be divisible by pipeline_model_parallel_size
+ 2: [rank2]:   File "/usr/lib/python3.12/site-packages/lightning/pytorch/strategies/launchers/subprocess_script.py", line 105, in launch
+ 2: [rank2]:     return function(*args, **kwargs)
+"""
+
+INTERLEAVED_RANKS_TB = b"""[rank0]: Traceback (most recent call last):
+[rank0]:   File "/src/llamafactory/launcher.py", line 23, in <module>
+[rank0]:     launch()
+[rank5]:   File "/src/llamafactory/data/loader.py", line 75, in _load_single_dataset
+[rank5]:     raise ValueError(f"File {local_path} not found.")
+[rank5]: ValueError: File data/mllm_dome.json not found.
+[rank2]: Traceback (most recent call last):
+"""
+
+
+def test_a_traceback_read_across_the_tags_of_the_processes_that_print_it() -> None:
+    # srun -l's task label and torchrun's rank tag, different on every rank's line
+    verdict = classify_excerpt(RULEBOOK, SRUN_RANKS_TB)
+    assert verdict is not None and verdict.klass == "real-bug", verdict
+    assert verdict.finding is not None and verdict.finding.exception == "AssertionError"
+    # rank 0 opened the traceback, rank 5's lines carry its exception: one traceback
+    verdict = classify_excerpt(RULEBOOK, INTERLEAVED_RANKS_TB)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PATH", "ops"), verdict
+    # mpirun --tag-output
+    tagged = b"".join(b"[1,0]<stderr>:" + line for line in RAY_ACTOR_TB.splitlines(keepends=True)[1:6])
+    verdict = classify_excerpt(RULEBOOK, tagged.replace(b"(RolloutWorker pid=155213) ", b""))
+    assert verdict is not None and verdict.rule.id == "PY", verdict
+    # tags on ordinary lines start nothing
+    assert classify_excerpt(RULEBOOK, b" 0: [rank0]: step 10 loss 0.42\n15: [rank15]: step 10 loss 0.41\n") is None

@@ -72,9 +72,14 @@ _NCCL_DETAIL_RE = re.compile(rb"^(?:nccl[A-Z]\w*: |Last error:)")
 `Last error:` and NCCL's own sentence on the next line): the error's message, which is where
 its cause is named (`Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000`)."""
 _EXC_TYPE_RE = re.compile(rb"^(?P<type>[A-Za-z_][\w.]*)(?::|$)")
-_WORKER_PREFIX_RE = re.compile(rb"^\([\w.:-]* ?pid=\d+[^)\n]*\) ")
-"""The prefix Ray puts before each line a worker prints (`(RolloutWorker pid=155213) `,
-`(pid=123, ip=10.0.0.1) `): stripped from the lines of a traceback that starts behind it."""
+_TAGS = (rb"(?:[ \t]*\d{1,5}: |\[(?:rank|default)\d+\]: ?|\([\w.:-]* ?pid=\d+[^)\n]*\) "
+         rb"|\[\d+,\d+\]<std(?:out|err)>: ?)+")
+_TAGS_RE = re.compile(_TAGS)
+"""The tags launchers put before each line of one process, differing from process to process:
+`srun -l`'s task label (` 2: `), torchrun's rank (`[rank5]: `, `--tee`'s `[default0]:`), a Ray
+worker's (`(RolloutWorker pid=155213) `), mpirun's `--tag-output` (`[1,0]<stderr>:`). A
+traceback behind tags reads every tagged line as its own: the processes die of the same error
+and their output interleaves."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,14 @@ def _excerpt(segment: bytes, at: int) -> str:
         return _text(segment)
     lead = max(0, at - EXCERPT // 3)
     return _text(segment[lead: lead + EXCERPT])
+
+
+def _traceback_like(line: bytes) -> bool:
+    """Whether another process's line can belong to the traceback being read: a frame, its
+    indented code, an exception line or a chain sentence (not that process's ordinary log)."""
+    return (line[:1] in (b" ", b"\t") or _FRAME_RE.match(line) is not None
+            or _HEADLESS_EXC_RE.match(line) is not None or line.startswith(_CHAIN)
+            or _HEADER in line)
 
 
 @dataclass
@@ -254,11 +267,11 @@ class LogClassifier:
                 self._line_no += 1
                 counted = pos = stop + 1
                 continue
-            worker = _WORKER_PREFIX_RE.match(line)
-            behind = worker.end() if worker is not None else 0
+            tags = _TAGS_RE.match(line)
+            behind = tags.end() if tags is not None else 0
             if _FRAME_RE.match(line[behind:]):
-                # A frame without a header: the traceback starts here (behind a Ray worker's
-                # prefix, which its other lines carry too).
+                # A frame without a header: the traceback starts here (behind a process's
+                # tags, which its other lines carry too).
                 self._tb = _Traceback(prefix=line[:behind], headless=True)
                 counted = pos = start
                 continue
@@ -326,8 +339,11 @@ class LogClassifier:
             if tb.stamped:
                 line = _STAMP_RE.sub(b"", line, count=1)
             if tb.prefix:
+                tags = _TAGS_RE.match(line) if _TAGS_RE.fullmatch(tb.prefix) else None
                 if line.startswith(tb.prefix):
                     line = line[len(tb.prefix):]
+                elif tags is not None and _traceback_like(line[tags.end():]):
+                    line = line[tags.end():]  # another process's line of the same traceback
                 elif not tb.lines:
                     tb.prefix = b""  # a one-off decoration of the header (`ERROR:root:`)
                 elif line.strip():
@@ -487,7 +503,7 @@ def primary_cause(findings: Sequence[Finding]) -> Finding | None:
 FINAL_LINES = 8
 """How many lines from the end an excerpt's final exception may sit (a launcher's exit notice
 or a shell prompt may follow it)."""
-_RANK_PREFIX_RE = re.compile(rb"^(?:\[(?:rank|default)\d*\]:\s*|\([\w.:-]* ?pid=\d+[^)\n]*\) )")
+_RANK_PREFIX_RE = re.compile(rb"^(?:\[(?:rank|default)\d*\]:\s*|" + _TAGS + rb")")
 _EPILOGUE_RE = re.compile(
     rb"^$|^\S*[$#>]$|^wandb:|(?i:exit|status|finished|failed|abort|terminat|press any key|"
     rb"error in atexit|hydra_full_error)")

@@ -134,12 +134,13 @@ class Rule:
         return TIERS.index(self.spec.tier)
 
 
-TRACEBACK = (r'(?:Traceback \(most recent call last\)|^(?:\([\w.:-]* ?pid=\d+[^)\n]*\) )?\s*File "[^"]*", '
-             r'line \d+, in )')
+TRACEBACK = (r'(?:Traceback \(most recent call last\)|^(?:[ \t]*\d{1,5}: |\[(?:rank|default)\d+\]: ?'
+             r'|\([\w.:-]* ?pid=\d+[^)\n]*\) |\[\d+,\d+\]<std(?:out|err)>: ?)*'
+             r'\s*File "[^"]*", line \d+, in )')
 """Where a Python traceback may start: its header (also as rich draws it, in a box), or (in
 an excerpt that lost the header, as pasted logs often do) its first `File "...", line N, in f`
-frame. Ray prints a task's or actor's traceback without a header, under `ray::Actor.method()
-(pid=..., ip=...)`, each line behind the worker's `(Actor pid=N) ` prefix."""
+frame, also behind a process's tags (`classify._TAGS`: Ray prints an actor's traceback without
+a header, each line behind `(Actor pid=N) `; `srun -l` and torchrun tag every line)."""
 
 
 class Rulebook:
