@@ -1602,6 +1602,22 @@ ROUND_14_FAMILIES = [
     ('SMART overall-health self-assessment test result: FAILED!', 'GPU-LOST', 'hardware'),
     ('Drive failure expected in less than 24 hours. SAVE ALL DATA.', 'GPU-LOST', 'hardware'),
     ('SMART Failure: HARDWARE IMPENDING FAILURE GENERAL HARD DRIVE FAILURE', 'GPU-LOST', 'hardware'),
+    ('2025-01-06 15:36:29,760\tINFO tune.py:1009 -- Stop signal received (e.g. via SIGINT/Ctrl+C), ending Ray Tune run. This will try to checkpoint the experiment state one last time.', 'INT', 'ops'),
+    ('[ip-10-0-0-1:1234 :0:5678] Caught signal 7 (Bus error: nonexistent physical address)', 'DP15', 'disk-full'),
+    ('  (0) RESOURCE_EXHAUSTED: Attempting to reserve 10.51G at the bottom of memory. That was not possible. There are 8.97G free, 0B reserved, and 8.97G reservable.', 'U10', 'real-bug'),
+    ('jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm. Used 17.63G of 15.48G hbm.', 'U10', 'real-bug'),
+    ('[2023-03-01 01:31:13Z] Experiment cancel requested, checking remained jobs...', 'SLURM-CANCELLED', 'ops'),
+    ('time="2022-10-16T07:01:34.463Z" level=info msg="node xyz-1665903600-2446912677 message: workflow shutdown with strategy: Terminate" namespace= ns123', 'SLURM-CANCELLED', 'ops'),
+    ('C-c C-cERROR: InterruptException:', 'INT', 'ops'),
+    ('UnityEnvironment worker: keyboard interrupt', 'INT', 'ops'),
+    ('INFO:mlagents.envs:Learning was interrupted. Please wait while the graph is generated.', 'INT', 'ops'),
+    ("lightning_fabric.utilities.exceptions.MisconfigurationException: ReduceLROnPlateau conditioned on metric val_loss which is not available. Available metrics are: ['train_loss']", 'METRIC', 'real-bug'),
+    ('RuntimeError: Early stopping conditioned on metric `val_loss` which is not available. Pass in or modify your `EarlyStopping` callback to use any of the following: `valid/loss`', 'METRIC', 'real-bug'),
+    ('ERROR: Unexpected segmentation fault encountered in worker.', 'SEGV', 'real-bug'),
+    ('RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable', 'NO-DRIVER', 'environment'),
+    ("fastmoe: Test NCCL failure common.cu:777 'unhandled system error'", 'NCCL', 'environment'),
+    ('2023-10-26 12:12:07.399692: W tensorflow/core/framework/op_kernel.cc:1651] OP_REQUIRES failed at nccl_create.cc:112 : Internal: unhandled system error', 'NCCL', 'environment'),
+    ("OSError: [Errno 5] Input/output error: '/media/project/nnUNet/nnUNet_preprocessed/FA1791_LAD_axial.pkl'", 'GPU-LOST', 'hardware'),
 ]
 
 ROUND_14_LOOK_ALIKES = [
@@ -1643,6 +1659,13 @@ ROUND_14_LOOK_ALIKES = [
     '2022-12-08 17:57:32,672-INFO: Total iter: 0, epoch: 0, batch: 0, loss: [10.0123]',
     'INFO - [R0] | E5 iter[ 14/ 15] | [Loss] 51566519.44 | [best] 0 -100.000x1e-2',
     'SMART overall-health self-assessment test result: PASSED',
+    'Stop signal handler installed (SIGINT/Ctrl+C ends the run cleanly)',
+    'Reserved 10.51G at the bottom of memory for the TPU program',
+    'shutdown strategy: Terminate is set for this workflow (spec.shutdown)',
+    'Press Ctrl-C to send a keyboard interrupt to the worker',
+    'EarlyStopping conditioned on metric val_loss: improved by 0.012 >= min_delta = 0.0. New best score: 0.412',
+    '    raise MisconfigurationException(',
+    '#  Out of bounds values : 0 OK',
 ]
 
 
