@@ -204,7 +204,8 @@ class Unconvertible(ValueError):
 _ERE_SPECIAL = frozenset(".[]()*+?{}|^$\\")
 _ESCAPES = {"d": "[0-9]", "D": "[^0-9]", "s": "[[:space:]]", "S": "[^[:space:]]",
             "w": "[[:alnum:]_]", "W": "[^[:alnum:]_]", "b": r"\b", "B": r"\B", "t": "\t"}
-_CLASS_ESCAPES = {"d": "0-9", "s": "[:space:]", "w": "[:alnum:]_"}
+_CLASS_ESCAPES = {"d": "0-9", "s": "[:space:]", "w": "[:alnum:]_", "t": "\t", "n": ""}
+"""`\\n` in a class only keeps a multiline RE2 scan inside one line; grep's lines hold none."""
 _GROUP = re.compile(r"\(\?(?:P?<[A-Za-z_]\w*>|([A-Za-z]*)([:)]))")
 
 
@@ -239,6 +240,8 @@ def _char_class(pattern: str, i: int, fold: bool) -> tuple[int, str]:
                 raise Unconvertible("letters in a character class under (?i)")
             body.append(c)
             j += 1
+    except Unconvertible:
+        raise
     except (IndexError, ValueError) as exc:
         raise Unconvertible("unterminated character class") from exc
     return j + 1, "".join(body) + "]"

@@ -1618,6 +1618,10 @@ ROUND_14_FAMILIES = [
     ("fastmoe: Test NCCL failure common.cu:777 'unhandled system error'", 'NCCL', 'environment'),
     ('2023-10-26 12:12:07.399692: W tensorflow/core/framework/op_kernel.cc:1651] OP_REQUIRES failed at nccl_create.cc:112 : Internal: unhandled system error', 'NCCL', 'environment'),
     ("OSError: [Errno 5] Input/output error: '/media/project/nnUNet/nnUNet_preprocessed/FA1791_LAD_axial.pkl'", 'GPU-LOST', 'hardware'),
+    ('[05/05/2024-16:16:20] [TRT] [E] 1: [caskUtils.cpp::trtSmToCask::147] Error Code 1: Internal Error (Unsupported SM: 0x900)', 'U28', 'environment'),
+    ("ValueError: You can't train a model that has been loaded in 8-bit precision on a different device than the one you're training on.", 'TORCH-BUG', 'real-bug'),
+    ('NVRM: API mismatch: the client has the version 535.104.05, but', 'U28', 'environment'),
+    ('wandb: ERROR Error while calling W&B API: entity my-team not found during upsertBucket (<Response [404]>)', 'U35', 'ops'),
 ]
 
 ROUND_14_LOOK_ALIKES = [
@@ -1666,6 +1670,7 @@ ROUND_14_LOOK_ALIKES = [
     'EarlyStopping conditioned on metric val_loss: improved by 0.012 >= min_delta = 0.0. New best score: 0.412',
     '    raise MisconfigurationException(',
     '#  Out of bounds values : 0 OK',
+    'wandb: Error while calling W&B API: retrying (<Response [200]>) ok',
 ]
 
 
