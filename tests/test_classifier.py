@@ -1622,6 +1622,15 @@ ROUND_14_FAMILIES = [
     ("ValueError: You can't train a model that has been loaded in 8-bit precision on a different device than the one you're training on.", 'TORCH-BUG', 'real-bug'),
     ('NVRM: API mismatch: the client has the version 535.104.05, but', 'U28', 'environment'),
     ('wandb: ERROR Error while calling W&B API: entity my-team not found during upsertBucket (<Response [404]>)', 'U35', 'ops'),
+    ('ConnectionError: Tried to launch distributed communication on port `29500`, but another process is utilizing it. Please specify a different port', 'D4', 'environment'),
+    ('Exception: CUDA SETUP: Setup Failed!', 'LIB-MISSING', 'environment'),
+    ('TimeoutError: Unsloth: HuggingFace seems to be down after trying for 120 seconds :(', 'NET', 'probabilistic'),
+    ('Memory on the node (IP: 10.1.180.84, ID: ba65c8) where the task (task ID: d221d2, name=head, rank=0, pid=4503) was running was 1.85TB / 1.95TB (0.950101), which exceeds the memory usage threshold 0.95. Ray killed this worker', 'U9', 'host-oom'),
+    ('(pid=1521999)  But your machine only has: [0]', 'DEVICE-ORDINAL', 'ops'),
+    ('salloc: error: Job submit/allocate failed: Socket timed out on send/recv operation', 'CAPACITY', 'probabilistic'),
+    ("ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'", 'U10', 'real-bug'),
+    ('ng30903:3063028:3066152 [3] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes', 'U10', 'real-bug'),
+    ("subprocess.CalledProcessError: Command '['python.exe', 'train_dreambooth_lora_sd3.py']' returned non-zero exit status 3221225477.", 'SEGV', 'real-bug'),
 ]
 
 ROUND_14_LOOK_ALIKES = [
@@ -1671,6 +1680,10 @@ ROUND_14_LOOK_ALIKES = [
     '    raise MisconfigurationException(',
     '#  Out of bounds values : 0 OK',
     'wandb: Error while calling W&B API: retrying (<Response [200]>) ok',
+    'accelerate: launching distributed communication on port 29500',
+    'CUDA SETUP: Setup complete, using libbitsandbytes_cuda118.so',
+    'Memory on the node (IP: 10.1.180.84) is 0.61 of the memory usage threshold 0.95',
+    'sbatch: Submitted batch job 42 (socket timeout 60 s)',
 ]
 
 
