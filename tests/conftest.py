@@ -13,7 +13,7 @@ import pytest
 # imports it, its pytest plugin imports it in the terminal summary instead, deep in the hook
 # stack, where pytest's assertion rewriter trips CPython 3.11.7's AST recursion-depth bug
 # ("SystemError: AST constructor recursion depth mismatch") and the run exits 1 after passing.
-from tests.demo import demo  # noqa: F401  (session fixture: one demo fleet for all tests)
+from tests.demo import demo, fresh_demo  # noqa: F401  (one shared fleet; a fresh one per test)
 from tests.sshd import SSHD, Sshd, require
 
 

@@ -45,3 +45,16 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         proc.wait(30)
 
 
+@pytest.fixture
+def fresh_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A fleet of the test's own, started now (about 4 s). For a test that needs a cell still
+    running when it gets there: late in a loaded run, the session's shared fleet has finished
+    its long cells (a1's aug_strong ~900 s, r1's seg_small ~800 s)."""
+    root = tmp_path_factory.mktemp("fresh-demo")
+    proc = start_demo(root)
+    try:
+        yield root
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+

@@ -84,7 +84,10 @@ async def test_verify_to_n_of_n_then_an_approved_audited_teardown(demo: Path, tm
     assert record["verified"] == "3/3 loaded" and len(record["manifest_sha256"]) == 64
 
 
-async def test_a_failed_cell_is_excluded_only_by_typing_its_name(demo: Path, tmp_path: Path) -> None:
+async def test_a_failed_cell_is_excluded_only_by_typing_its_name(fresh_demo: Path, tmp_path: Path) -> None:
+    # r1's last cell must still run when the exclusion is typed: a fleet of its own (CI, both
+    # cores busy: the shared fleet had finished seg_small and the gate was rightly VERIFIED)
+    demo = fresh_demo
     app = CockpitApp(load_sweep(demo / "sweep.yaml"), banners=False,
                      acks=AckStore(tmp_path / "acks.json"))
     async with app.run_test(size=(150, 44)) as pilot:

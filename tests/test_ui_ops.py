@@ -34,7 +34,10 @@ async def confirm_by_typing(app: CockpitApp, pilot: object, name: str) -> None:
     await pilot.press(*name, "enter")  # type: ignore[attr-defined]
 
 
-async def test_preflight_launch_stop_resume_from_the_box_screen(demo: Path, tmp_path: Path) -> None:
+async def test_preflight_launch_stop_resume_from_the_box_screen(fresh_demo: Path, tmp_path: Path) -> None:
+    # a1's queue must still run (the refused launch): a fleet of its own, not the shared one
+    # whose aug_strong may have finished late in a loaded run
+    demo = fresh_demo
     app = CockpitApp(load_sweep(demo / "sweep.yaml"), banners=False,
                      acks=AckStore(tmp_path / "acks.json"))
     async with app.run_test(size=(160, 44)) as pilot:
@@ -58,8 +61,8 @@ async def test_preflight_launch_stop_resume_from_the_box_screen(demo: Path, tmp_
         # Cell 3 failed (no proof of success) and cell 4 was interrupted: the resume starts
         # after the last proven cell, 2; in the sweep's own tmux_session, q1 (issue 14).
         assert "resume a1: done" in text and "from cell 3" in text and "tmux session q1" in text
-        # Let the re-run det_baseline fail again (its OOM and FINISHED mark) before stopping: the
-        # demo fleet is shared, and later tests read that cell's classified failure.
+        # The resumed queue really re-runs det_baseline: it fails again (its OOM and FINISHED
+        # mark) before the second stop.
         await wait_until(pilot, lambda: (demo / "boxes" / "a1" / "data" / "q1_master.log")
                          .read_text().count("FINISHED det_baseline (exit=") >= 2, 90,
                          "det_baseline re-run to its failure")
