@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -34,15 +35,21 @@ def marked_processes(root: Path) -> list[int]:
     return found
 
 
-@pytest.fixture(scope="session")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    root = tmp_path_factory.mktemp("demo")
+@contextmanager
+def demo_fleet(root: Path) -> Iterator[Path]:
+    """The demo fleet serving from `root` for the `with` block, then stopped (SIGTERM)."""
     proc = start_demo(root)
     try:
         yield root
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
+
+
+@pytest.fixture(scope="session")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with demo_fleet(tmp_path_factory.mktemp("demo")) as root:
+        yield root
 
 
 @pytest.fixture
@@ -50,11 +57,5 @@ def fresh_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fleet of the test's own, started now (about 4 s). For a test that needs a cell still
     running when it gets there: late in a loaded run, the session's shared fleet has finished
     its long cells (a1's aug_strong ~900 s, r1's seg_small ~800 s)."""
-    root = tmp_path_factory.mktemp("fresh-demo")
-    proc = start_demo(root)
-    try:
+    with demo_fleet(tmp_path_factory.mktemp("fresh-demo")) as root:
         yield root
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
-

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ from cockpit.services.config.sweepfile import load_sweep
 from cockpit.services.config.yamlfile import ConfigError
 from cockpit.services.platforms import DEMO_KEY, clients_for_sweep
 from cockpit.services.platforms.runpod import RunPodClient
-from tests.demo import start_demo
+from tests.demo import demo_fleet
 
 MARKER = "real-key-marker-7f3a9c"
 """Stands for the user's real RunPod / vast.ai key: it must never reach the stand-in."""
@@ -31,16 +31,12 @@ MARKER = "real-key-marker-7f3a9c"
 @pytest.fixture(scope="module")
 def demo_with_keys(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A demo fleet started with the user's (marker) keys in its environment."""
-    root = tmp_path_factory.mktemp("demo-platforms")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RUNPOD_API_KEY", MARKER)
-        patch.setenv("VAST_API_KEY", MARKER)
-        proc = start_demo(root)
-    try:
+    with ExitStack() as stack:
+        with pytest.MonkeyPatch.context() as patch:  # the keys reach the fleet, not the tests
+            patch.setenv("RUNPOD_API_KEY", MARKER)
+            patch.setenv("VAST_API_KEY", MARKER)
+            root = stack.enter_context(demo_fleet(tmp_path_factory.mktemp("demo-platforms")))
         yield root
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
 
 
 def billing_json(sweep: Path) -> dict[str, object]:
