@@ -26,15 +26,15 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from cockpit.models.rules import Rule, Rulebook
+from cockpit.models.rules import PROCESS_TAGS, Rule, Rulebook
 
 MAX_CARRY = 65536
 """Bytes of an unfinished line kept for the next feed (a 10 MB line is not buffered)."""
 MAX_TB_LINES = 400
+"""Lines of one traceback kept for `context` rules; deeper ones only update the frame."""
 MAX_STRAYS = 16
 """Interleaved lines kept from one headless traceback (`_Traceback.strays`): enough for a
 compiler's or linker's few error lines, bounded so a hostile log cannot grow the state."""
-"""Lines of one traceback kept for `context` rules; deeper ones only update the frame."""
 EXCERPT = 240
 
 _HEADER = b"Traceback (most recent call last):"
@@ -72,14 +72,11 @@ _NCCL_DETAIL_RE = re.compile(rb"^(?:nccl[A-Z]\w*: |Last error:)")
 `Last error:` and NCCL's own sentence on the next line): the error's message, which is where
 its cause is named (`Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000`)."""
 _EXC_TYPE_RE = re.compile(rb"^(?P<type>[A-Za-z_][\w.]*)(?::|$)")
-_TAGS = (rb"(?:[ \t]*\d{1,5}: |\[(?:rank|default)\d+\]: ?|\([\w.:-]* ?pid=\d+[^)\n]*\) "
-         rb"|\[\d+,\d+\]<std(?:out|err)>: ?)+")
+_TAGS = PROCESS_TAGS.encode()
 _TAGS_RE = re.compile(_TAGS)
-"""The tags launchers put before each line of one process, differing from process to process:
-`srun -l`'s task label (` 2: `), torchrun's rank (`[rank5]: `, `--tee`'s `[default0]:`), a Ray
-worker's (`(RolloutWorker pid=155213) `), mpirun's `--tag-output` (`[1,0]<stderr>:`). A
-traceback behind tags reads every tagged line as its own: the processes die of the same error
-and their output interleaves."""
+"""A process's tags before its lines (`rules.PROCESS_TAGS`). A traceback behind tags reads
+every tagged line as its own: the processes die of the same error and their output
+interleaves."""
 
 
 @dataclass(frozen=True)

@@ -134,13 +134,18 @@ class Rule:
         return TIERS.index(self.spec.tier)
 
 
-TRACEBACK = (r'(?:Traceback \(most recent call last\)|^(?:[ \t]*\d{1,5}: |\[(?:rank|default)\d+\]: ?'
-             r'|\([\w.:-]* ?pid=\d+[^)\n]*\) |\[\d+,\d+\]<std(?:out|err)>: ?)*'
+PROCESS_TAGS = (r'(?:[ \t]*\d{1,5}: |\[(?:rank|default)\d+\]: ?|\([\w.:-]* ?pid=\d+[^)\n]*\) '
+                r'|\[\d+,\d+\]<std(?:out|err)>: ?)+')
+"""The tags launchers put before each line of one process, differing from process to process:
+`srun -l`'s task label (` 2: `), torchrun's rank (`[rank5]: `, `--tee`'s `[default0]:`), a Ray
+worker's (`(RolloutWorker pid=155213) `), mpirun's `--tag-output` (`[1,0]<stderr>:`). Valid in
+both RE2 and Python `re`."""
+TRACEBACK = (r'(?:Traceback \(most recent call last\)|^(?:' + PROCESS_TAGS + r')?'
              r'\s*File "[^"]*", line \d+, in )')
 """Where a Python traceback may start: its header (also as rich draws it, in a box), or (in
 an excerpt that lost the header, as pasted logs often do) its first `File "...", line N, in f`
-frame, also behind a process's tags (`classify._TAGS`: Ray prints an actor's traceback without
-a header, each line behind `(Actor pid=N) `; `srun -l` and torchrun tag every line)."""
+frame, also behind a process's tags (Ray prints an actor's traceback without a header, each
+line behind `(Actor pid=N) `)."""
 
 
 class Rulebook:
