@@ -59,6 +59,15 @@ def keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
+HERMETIC_ENV = {"SHLVL": "1"}
+"""Set in every test session. bash run by sshd sources ~/.bashrc only as a top-level shell,
+and SHLVL=1 makes it the second level: the tests' boxes do not run this machine's own rc files.
+Root's ~/.bashrc here runs `pyenv init`, whose `pyenv rehash` takes a lock file: a session
+killed inside it (the fault tests kill sessions and sshd on purpose) leaves the lock stale, and
+every later session then waits 60 s for it; probes went stale and four watch/fleet tests failed
+that way in a full run."""
+
+
 @dataclass
 class Sshd:
     """One sshd process with its own host key, client key and authorized_keys."""
@@ -97,7 +106,7 @@ class Sshd:
             "MaxStartups 200:30:400",
             "MaxSessions 200",
             "Subsystem sftp /usr/lib/openssh/sftp-server",
-            *[f"SetEnv {name}={value}" for name, value in self.env.items()],
+            *[f"SetEnv {name}={value}" for name, value in {**HERMETIC_ENV, **self.env}.items()],
             "",
         ])
 

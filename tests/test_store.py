@@ -382,3 +382,23 @@ def test_recorder_mirrors_the_audit_log_for_its_boxes_only(db: Path, tmp_path: P
         assert [r.event for r in rows] == ["exclude", "teardown"]
         assert rows[1].entry["action"] == "destroy"
 
+
+
+def test_a_cell_learned_interrupted_then_failed_keeps_that_order(db: Path, profile: Profile) -> None:
+    # Seen started with no queue process (interrupted), then its FINISHED line arrives, stamped
+    # by the box before that observation: the report must end on what was learned last.
+    tracker = HostTracker(instance(clocks_started={}, price_per_hour=2.0), profile, RULEBOOK)
+    store = Store.open(db, sweep="s")
+    recorder = TrackerRecorder(store)
+    marks = f"{ts('00:00:00')} [1/1] STARTING a (t, 2ep)\n"
+    late = remote("01:00:00")  # the observations come after both of the box's stamps
+    tracker.absorb(snapshot(observed_at=late, queue_text="a.yaml t 2\n", marks=marks, pids=()))
+    recorder.record_tick(late, {"a1": tracker}, [])
+    marks += f"{ts('00:05:00')} [1/1] FINISHED a (exit=1)\n"
+    tracker.absorb(snapshot(observed_at=late + 10, queue_text="a.yaml t 2\n", marks=marks, pids=()))
+    recorder.record_tick(late + 10, {"a1": tracker}, [])
+    store.close()
+    with StoreReader(db) as reader:
+        changes = reader.cell_changes(newest_first=False)
+    assert [c.to_state for c in changes] == ["interrupted", "failed"]
+    assert changes[1].at >= changes[0].at and changes[1].exit_code == 1

@@ -278,6 +278,14 @@ class Store:
             "(SELECT MAX(id) FROM cell_changes GROUP BY instance, cell)")
         return {(str(i), str(c)): (str(s), int(e)) for i, c, s, e in rows}
 
+    def last_cell_times(self) -> dict[tuple[str, str], float]:
+        """(instance, cell) -> the time of its latest stored change (`last_cell_states`'s row):
+        a restarted recorder never stores a change of that cell before it."""
+        rows = self.conn.execute(
+            "SELECT instance, cell, at FROM cell_changes WHERE id IN "
+            "(SELECT MAX(id) FROM cell_changes GROUP BY instance, cell)")
+        return {(str(i), str(c)): float(a) for i, c, a in rows}
+
     def known_events(self, limit: int) -> set[tuple[str, str, str]]:
         """(instance, cell, rule) of the newest `limit` stored failures."""
         rows = self.conn.execute("SELECT instance, cell, rule FROM events ORDER BY id DESC "

@@ -103,6 +103,7 @@ class TrackerRecorder:
         self.audit_log = audit_log
         self._seen_snapshot: dict[str, float] = {}
         self._cells: dict[tuple[str, str], tuple[str, int]] = store.last_cell_states()
+        self._cell_at: dict[tuple[str, str], float] = store.last_cell_times()
         self._events: set[tuple[str, str, str]] = store.known_events(MAX_KNOWN_EVENTS)
         self._open: dict[str, dict[tuple[str, str, str], int]] = {}
         self._alert_ids: OrderedDict[tuple[str, ...], int] = OrderedDict()
@@ -213,6 +214,12 @@ class TrackerRecorder:
         elif cell.state is CellState.RUNNING and started is not None and \
                 (before is None or before[0] != state):
             at = started.at
+        # The box's own stamps (a FINISHED line's time) can predate what this recorder already
+        # stored for the cell (`interrupted` when it saw no queue process, then the FINISHED
+        # line arrives): a cell's changes stay in the order they were learned, or the report
+        # would take the older state for the newer.
+        at = max(at, self._cell_at.get((name, cell.name), at))
+        self._cell_at[(name, cell.name)] = at
         self.store.cell_change(name, cell.name, before[0] if before else "", state, at,
                                evidence=cell.evidence, epoch=epoch or None,
                                epochs=cell.epochs or None, exit_code=cell.exit_code)
