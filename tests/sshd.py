@@ -106,7 +106,9 @@ class Sshd:
             "MaxStartups 200:30:400",
             "MaxSessions 200",
             "Subsystem sftp /usr/lib/openssh/sftp-server",
-            *[f"SetEnv {name}={value}" for name, value in {**HERMETIC_ENV, **self.env}.items()],
+            # one line: sshd keeps only the first SetEnv directive it reads
+            "SetEnv " + " ".join(f'"{name}={value}"' for name, value in
+                                 {**HERMETIC_ENV, **self.env}.items()),
             "",
         ])
 
