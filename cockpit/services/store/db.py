@@ -270,21 +270,13 @@ class Store:
         except ValueError:
             return default
 
-    def last_cell_states(self) -> dict[tuple[str, str], tuple[str, int]]:
-        """(instance, cell) -> (latest state, epoch) as stored: where a restarted recorder
-        goes on from."""
+    def last_cell_states(self) -> dict[tuple[str, str], tuple[str, int, float]]:
+        """(instance, cell) -> (latest state, epoch, time) as stored: where a restarted recorder
+        goes on from (it never stores a change of that cell before that time)."""
         rows = self.conn.execute(
-            "SELECT instance, cell, to_state, COALESCE(epoch, 0) FROM cell_changes WHERE id IN "
+            "SELECT instance, cell, to_state, COALESCE(epoch, 0), at FROM cell_changes WHERE id IN "
             "(SELECT MAX(id) FROM cell_changes GROUP BY instance, cell)")
-        return {(str(i), str(c)): (str(s), int(e)) for i, c, s, e in rows}
-
-    def last_cell_times(self) -> dict[tuple[str, str], float]:
-        """(instance, cell) -> the time of its latest stored change (`last_cell_states`'s row):
-        a restarted recorder never stores a change of that cell before it."""
-        rows = self.conn.execute(
-            "SELECT instance, cell, at FROM cell_changes WHERE id IN "
-            "(SELECT MAX(id) FROM cell_changes GROUP BY instance, cell)")
-        return {(str(i), str(c)): float(a) for i, c, a in rows}
+        return {(str(i), str(c)): (str(s), int(e), float(a)) for i, c, s, e, a in rows}
 
     def known_events(self, limit: int) -> set[tuple[str, str, str]]:
         """(instance, cell, rule) of the newest `limit` stored failures."""

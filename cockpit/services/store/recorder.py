@@ -102,8 +102,10 @@ class TrackerRecorder:
         self.store = store
         self.audit_log = audit_log
         self._seen_snapshot: dict[str, float] = {}
-        self._cells: dict[tuple[str, str], tuple[str, int]] = store.last_cell_states()
-        self._cell_at: dict[tuple[str, str], float] = store.last_cell_times()
+        last = store.last_cell_states()
+        self._cells: dict[tuple[str, str], tuple[str, int]] = {
+            key: (state, epoch) for key, (state, epoch, _) in last.items()}
+        self._cell_at: dict[tuple[str, str], float] = {key: at for key, (_, _, at) in last.items()}
         self._events: set[tuple[str, str, str]] = store.known_events(MAX_KNOWN_EVENTS)
         self._open: dict[str, dict[tuple[str, str, str], int]] = {}
         self._alert_ids: OrderedDict[tuple[str, ...], int] = OrderedDict()
