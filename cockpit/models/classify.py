@@ -135,6 +135,8 @@ class _Traceback:
 
     prefix: bytes
     """What preceded `Traceback` on the header line (`[rank0]: `), stripped from each line."""
+    tagged: bool = False
+    """The prefix is a process's tags (`_TAGS`): other processes' tags also lead into it."""
     lines: list[bytes] = field(default_factory=list)
     exceptions: list[tuple[int, list[bytes]]] = field(default_factory=list)
     """(line number, [exception line, continuation lines...]) along the chain."""
@@ -253,6 +255,7 @@ class LogClassifier:
                 prefix = line[:header]
                 stamped = _STAMP_RE.fullmatch(prefix) is not None
                 self._tb = _Traceback(prefix=b"" if stamped else prefix, stamped=stamped,
+                                      tagged=_TAGS_RE.fullmatch(prefix) is not None,
                                       ignored=_IGNORED in self._line_before(buf, start),
                                       interrupted=_CTRL_C in prefix)
                 self._line_no += 1
@@ -269,7 +272,7 @@ class LogClassifier:
             if _FRAME_RE.match(line[behind:]):
                 # A frame without a header: the traceback starts here (behind a process's
                 # tags, which its other lines carry too).
-                self._tb = _Traceback(prefix=line[:behind], headless=True)
+                self._tb = _Traceback(prefix=line[:behind], tagged=behind > 0, headless=True)
                 counted = pos = start
                 continue
             # The carried line was scanned while unfinished: what it reported stays reported.
@@ -336,10 +339,10 @@ class LogClassifier:
             if tb.stamped:
                 line = _STAMP_RE.sub(b"", line, count=1)
             if tb.prefix:
-                tags = _TAGS_RE.match(line) if _TAGS_RE.fullmatch(tb.prefix) else None
                 if line.startswith(tb.prefix):
                     line = line[len(tb.prefix):]
-                elif tags is not None and _traceback_like(line[tags.end():]):
+                elif tb.tagged and (tags := _TAGS_RE.match(line)) is not None \
+                        and _traceback_like(line[tags.end():]):
                     line = line[tags.end():]  # another process's line of the same traceback
                 elif not tb.lines:
                     tb.prefix = b""  # a one-off decoration of the header (`ERROR:root:`)
