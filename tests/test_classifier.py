@@ -1830,3 +1830,77 @@ def test_a_traceback_read_across_the_tags_of_the_processes_that_print_it() -> No
     assert verdict is not None and verdict.rule.id == "PY", verdict
     # tags on ordinary lines start nothing
     assert classify_excerpt(RULEBOOK, b" 0: [rank0]: step 10 loss 0.42\n15: [rank15]: step 10 loss 0.41\n") is None
+
+
+_CUT_HEAD = b"""epoch 3 step 120 loss 0.41
+Traceback (most recent call last):
+  File "train.py", line 88, in <module>
+    main()
+"""
+
+
+@pytest.mark.parametrize(("frames", "rule", "klass"), [
+    # inside a network call: a download, a tracker's request
+    (b'  File "/usr/lib/python3.10/urllib/request.py", line 222, in urlopen\n'
+     b"    return opener.open(url, data, timeout)\n", "NET-CUT", "probabilistic"),
+    (b'  File "/opt/conda/lib/python3.10/http/client.py", line 1344, in getresponse\n'
+     b"    response.begin()\n", "NET-CUT", "probabilistic"),
+    (b'  File "train.py", line 40, in fetch\n'
+     b"    path = hf_hub_download(repo_id, filename)\n", "NET-CUT", "probabilistic"),
+    # inside an import
+    (b'  File "/envs/x/lib/python3.9/site-packages/wandb/sdk/wandb_init.py", line 29, in <module>\n'
+     b"    from .backend.backend import Backend\n", "IMPORT-CUT", "environment"),
+    (b'  File "<frozen importlib._bootstrap>", line 1050, in _gcd_import\n', "IMPORT-CUT",
+     "environment"),
+    # anywhere else: the program raised, the exception line is lost
+    (b'  File "/envs/x/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1501, in _call_impl\n'
+     b"    return forward_call(*args, **kwargs)\n", "PY-CUT", "real-bug"),
+    (b'[rank1]:   File "/envs/x/lib/python3.12/site-packages/torch/autograd/graph.py", line 825, in _engine_run_backward\n'
+     b"[rank1]:     return Variable._execution_engine.run_backward(\n", "PY-CUT", "real-bug"),
+])
+def test_a_log_that_ends_inside_a_traceback_is_judged_by_its_innermost_frame(
+        frames: bytes, rule: str, klass: str) -> None:
+    log = _CUT_HEAD + frames
+    if frames.startswith(b"[rank1]"):
+        log = b"".join(b"[rank1]:" + line + b"\n" for line in _CUT_HEAD.splitlines()[1:]) + frames
+    verdict = classify_excerpt(RULEBOOK, log)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == (rule, klass)
+    # Only at the end of the log: a live feed may still bring the exception line.
+    live = LogClassifier(RULEBOOK)
+    assert live.feed(log) + live.flush() == []
+    assert [f.rule.id for f in live.finish()] == [rule]
+
+
+@pytest.mark.parametrize("log", [
+    # the exception line arrives: the traceback is judged by it, not by its frames
+    _CUT_HEAD + b'  File "/usr/lib/python3.10/urllib/request.py", line 222, in urlopen\n'
+    b"    return opener.open(url, data, timeout)\nKeyError: 'label'\n",
+    # a stack dump without a header (dynamo's graph-break warning, logging's stack_info)
+    b"epoch 3 step 120 loss 0.41\nGraph break: from user code at:\n"
+    b'  File "/src/model/base.py", line 32, in forward\n    inputs = module(inputs)\n',
+    # cut off while waiting on another process, or re-raising a child's failure: the cause is
+    # in the other process's output
+    _CUT_HEAD + b'  File "/envs/x/lib/python3.5/multiprocessing/connection.py", line 379, in _recv\n'
+    b"    chunk = read(handle, remaining)\n",
+    _CUT_HEAD + b'  File "/envs/x/lib/python3.10/site-packages/accelerate/commands/launch.py", line 628, in simple_launcher\n'
+    b"    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)\n",
+    # the header under CPython's `Exception ignored in:` at shutdown
+    b"training done\nException ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f>\n"
+    b"Traceback (most recent call last):\n"
+    b'  File "/envs/x/lib/python3.8/site-packages/torch/utils/data/dataloader.py", line 1328, in __del__\n',
+    # a header with no frame yet says nothing about where the program was
+    b"epoch 3 step 120 loss 0.41\nTraceback (most recent call last):\n",
+])
+def test_look_alikes_of_a_cut_off_traceback_are_not_judged_by_its_frames(log: bytes) -> None:
+    verdict = classify_excerpt(RULEBOOK, log)
+    assert verdict is None or verdict.rule.id not in {"NET-CUT", "IMPORT-CUT", "PY-CUT"}
+
+
+def test_a_cut_off_traceback_names_the_log_only_when_nothing_else_does() -> None:
+    log = (b"[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: "
+           b"WorkNCCL(SeqNum=5, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800156 milliseconds "
+           b"before timing out.\n" + _CUT_HEAD
+           + b'  File "/envs/x/lib/python3.10/site-packages/torch/nn/modules/module.py", line 1501, in _call_impl\n'
+           b"    return forward_call(*args, **kwargs)\n")
+    verdict = classify_excerpt(RULEBOOK, log)
+    assert verdict is not None and verdict.klass == "probabilistic" and verdict.rule.id != "NET-CUT"

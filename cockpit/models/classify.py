@@ -161,6 +161,10 @@ class _Traceback:
     counts; the `^C` before the header is judged as the interrupt."""
     chained: bool = False
     open_message: bool = False
+    last_frame: bytes = b""
+    """The innermost frame read so far (its `File "..."` line) and `last_code`, the source
+    line under it: where the program was if the log ends before the exception line."""
+    last_code: bytes = b""
     strays: list[tuple[int, bytes]] = field(default_factory=list)
     """Unindented lines between a headless traceback's frames that name no exception: another
     stream's lines interleaved (a linker's `cannot find -lcuda` on stderr) or a code line that
@@ -222,7 +226,7 @@ class LogClassifier:
         if self._carry:
             out += self._feed(b"\n")  # complete the last line; its reported hits stay quiet
         if self._tb is not None:
-            self._close_traceback(out)
+            self._close_traceback(out, at_end=True)
         return out
 
     # -- complete lines ---------------------------------------------------------------
@@ -400,6 +404,10 @@ class LogClassifier:
         frame = _FRAME_RE.match(line)
         after_frame, tb.after_frame = tb.after_frame, frame is not None
         if frame is not None:
+            tb.last_frame, tb.last_code = line[:PREV_LINE], b""
+        elif after_frame and line.strip():
+            tb.last_code = line[:PREV_LINE]
+        if frame is not None:
             if not _LIBRARY_RE.search(frame["path"]):
                 path = frame["path"].decode(errors="replace").rsplit("/", 1)[-1]
                 tb.user_frame = (f"{path}:{frame['line'].decode()} in "
@@ -430,15 +438,23 @@ class LogClassifier:
         # `RuntimeError:` alone: its message follows on the next lines, up to a blank line.
         tb.open_message = line.rstrip().endswith(b":")
 
-    def _close_traceback(self, out: list[Finding]) -> None:
+    def _close_traceback(self, out: list[Finding], at_end: bool = False) -> None:
         tb, self._tb = self._tb, None
         if tb is None:
             return
         if not tb.exceptions:
-            # Cut off before its exception line: only lines of another stream interleaved
-            # between its frames can still name something.
+            # Cut off before its exception line: lines of another stream interleaved between
+            # its frames can still name something; failing that, a log that ENDS inside it
+            # (`at_end`) is judged by its innermost frame (`Rulebook.match_cut`).
+            before = len(out)
             for line_no, line in tb.strays:
                 out += self._relined(line, line_no)
+            if at_end and len(out) == before and tb.last_frame and not tb.headless \
+                    and not (tb.ignored or tb.interrupted):
+                rule = self.rulebook.match_cut(tb.last_frame, tb.last_code)
+                if rule is not None:
+                    out.append(Finding(rule, self._line_no, _text(tb.last_frame.strip()),
+                                       tb.user_frame))
             return
         if tb.headless and not _HEADLESS_EXC_RE.match(tb.exceptions[-1][1][0]):
             # Frames that ended in an ordinary line (a stack dump, not a traceback): that line

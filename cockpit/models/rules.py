@@ -65,9 +65,12 @@ class RuleSpec(BaseModel):
     context: tuple[Pattern, ...] = ()
     """Inside a traceback, one of these must match a frame or message line as well (e.g.
     `torch/optim/` tells an OOM in the optimizer step from one in the forward pass)."""
-    scope: Literal["line", "traceback"] = "line"
+    scope: Literal["line", "traceback", "cut"] = "line"
     """`traceback`: the rule only names the exception line that ends a Python traceback
-    (`KeyError: ...` alone on a line elsewhere is just text)."""
+    (`KeyError: ...` alone on a line elsewhere is just text). `cut`: the rule only names a
+    traceback that the log ends inside, before its exception line (a pasted excerpt cut short,
+    or a process killed while printing it); its patterns are searched in the innermost frame
+    shown, its `File` line and its code line (`Rulebook.match_cut`)."""
     exit_codes: tuple[int, ...] = ()
     """A cell that FINISHED with one of these codes and no matching log line gets this rule."""
     tier: Tier = "text"
@@ -190,12 +193,27 @@ class Rulebook:
                 # Inside a handled warning. Text BEFORE the warning's marker is another
                 # stream's line that lost its newline (an error glued to a UserWarning).
                 continue
-            if rule.spec.scope == "traceback" and traceback is None:
+            if rule.spec.scope == "cut" or (rule.spec.scope == "traceback" and traceback is None):
                 continue
             if rule.unless is not None and rule.unless.search(line):
                 continue
             if rule.context is not None and not any(
                     rule.context.search(other) for other in traceback or ()):
+                continue
+            return rule
+        return None
+
+    def match_cut(self, frame: bytes, code: bytes) -> Rule | None:
+        """The first `cut` rule for a traceback the log ends inside, before its exception
+        line: the innermost frame shown (`frame`, its `File "..."` line, and `code`, the
+        source line under it) says where the program was, which is all the evidence left
+        (inside a network call, inside an import, or anywhere else)."""
+        for rule in self.rules:
+            if rule.spec.scope != "cut" or rule.matcher is None:
+                continue
+            if rule.matcher.search(frame) is None and rule.matcher.search(code) is None:
+                continue
+            if rule.unless is not None and (rule.unless.search(frame) or rule.unless.search(code)):
                 continue
             return rule
         return None
