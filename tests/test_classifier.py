@@ -1904,3 +1904,158 @@ def test_a_cut_off_traceback_names_the_log_only_when_nothing_else_does() -> None
            b"    return forward_call(*args, **kwargs)\n")
     verdict = classify_excerpt(RULEBOOK, log)
     assert verdict is not None and verdict.klass == "probabilistic" and verdict.rule.id != "NET-CUT"
+
+
+ROUND_17_FAMILIES = [
+    # (line, rule, class): families first seen in round 17's tuning split (session 28)
+    ('xgboost.core.XGBoostError: [07:02:59] /workspace/src/c_api/../common/common.h:174: XGBoost version not compiled with GPU support.', 'U28', 'environment'),
+    ('No OpenCL device found', 'U28', 'environment'),
+    ('2022-12-08 11:37:51.352219: E external/org_tensorflow/tensorflow/compiler/xla/stream_executor/cuda/cuda_driver.cc:628] failed to get PTX kernel "broadcast" from module: CUDA_ERROR_NOT_FOUND: named symbol not found', 'U28', 'environment'),
+    ('beignet-opencl-icd: no supported GPU found, this is probably the wrong opencl-icd package for this hardware', 'U28', 'environment'),
+    ('vk::Instance::enumeratePhysicalDevices: ErrorInitializationFailed', 'NO-DRIVER', 'environment'),
+    ('RuntimeError: vkCreateInstance failed: VK_ERROR_INCOMPATIBLE_DRIVER', 'NO-DRIVER', 'environment'),
+    ('Some of your processes may have been killed by the cgroup out-of-memory handler', 'SLURM4', 'host-oom'),
+    ('Job 104759609 has exceeded memory allocation on node1', 'SLURM4', 'host-oom'),
+    ('bash: line 1:  227304  Killed  (gmm-latgen-faster  --max-active=7000 --beam=11.0)', 'U9', 'host-oom'),
+    ('❌ Training failed with exit code -9', 'U9', 'host-oom'),
+    ("INFO:tensorflow:Error reported to Coordinator: <class 'tensorflow.python.framework.errors_impl.NotFoundError'>,train.record; No such file or directory", 'PATH-LOGGED', 'ops'),
+    ('ValueError: Expected a string path to an existing deepspeed config, or a dictionary, or a base64 encoded string. Received: scripts/llava/zero3.json', 'PATH', 'ops'),
+    ('ValueError: Failed to find source directory "/home/x/alphafold/uniref90" to mount in Docker container.', 'PATH', 'ops'),
+    ('requests.exceptions.HTTPError: 403 Client Error: Forbidden for url: https://huggingface.co/pyannote/segmentation/resolve/2022.07/pytorch_model.bin', 'HF-AUTH', 'ops'),
+    ('[2024-09-20 15:33:14] [INFO] FileNotFoundError: No such file or directory: "/mnt/models/unet/flux1-dev.sft"', 'PATH', 'ops'),
+    ("ERROR:root:FileNotFoundError: [Errno 2] No such file or directory: 'data/train.json'", 'PATH', 'ops'),
+    ('../src/tree/updater_gpu_hist.cu:784: Exception in gpu_hist: [11:01:50] device_helpers.cuh:431: Memory allocation error on worker 0: std::bad_alloc: cudaErrorMemoryAllocation: out of memory', 'U10', 'real-bug'),
+    ('Assign requires shapes of both tensors to match. lhs shape= [384] rhs shape= [528]', 'O20', 'real-bug'),
+    ('logits and labels must have the same first dimension, got logits shape [32,271573] and labels shape [960]', 'TORCH-BUG', 'real-bug'),
+    ('@ERROR: max connections (25) reached -- try again later', 'NET', 'probabilistic'),
+    ("datasets.data_files.EmptyDatasetError: The directory at /data/faces doesn't contain any data files", 'PATH', 'ops'),
+]
+
+ROUND_17_LOOK_ALIKES = [
+    # lines that must not raise those families' events
+    'INFO: compiled with GPU support: yes',
+    '[LightGBM] [Info] Using GPU Device: GeForce GTX 1060 6GB, Vendor: NVIDIA Corporation',
+    'W external/org_tensorflow/tensorflow/compiler/xla/stream_executor/gpu/asm_compiler.cc:231] Falling back to the CUDA driver for PTX compilation; ptxas does not support CC 8.9',
+    'vk::Instance::enumeratePhysicalDevices: found 1 device',
+    'Training failed with exit code -90',
+    'memory allocation on node1: 64 GB requested',
+    "INFO:tensorflow:Error reported to Coordinator: <class 'tensorflow.python.framework.errors_impl.NotFoundError'>,  Key global_step not found in checkpoint",
+]
+
+
+@pytest.mark.parametrize(("line", "rule", "klass"), ROUND_17_FAMILIES)
+def test_issue_17_families_of_round_17(line: str, rule: str, klass: str) -> None:
+    verdict = classify_excerpt(RULEBOOK, line.encode() + b"\n")
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == (rule, klass)
+
+
+@pytest.mark.parametrize("line", ROUND_17_LOOK_ALIKES)
+def test_look_alikes_of_round_17_are_no_event(line: str) -> None:
+    assert classify_excerpt(RULEBOOK, line.encode() + b"\n") is None
+
+
+def test_an_assertion_that_a_given_path_exists_is_the_operators() -> None:
+    log = b"""Traceback (most recent call last):
+  File "C:/Users/DBNet.pytorch-master/tools/train.py", line 74, in <module>
+    assert os.path.exists(args.config_file)
+AssertionError
+"""
+    verdict = classify_excerpt(RULEBOOK, log)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PATH-ASSERT", "ops")
+    # Any other assertion is the program's own check: a bug.
+    other = log.replace(b"os.path.exists(args.config_file)", b"x.shape[0] == y.shape[0]")
+    verdict = classify_excerpt(RULEBOOK, other)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PY", "real-bug")
+
+
+def test_a_headless_traceback_behind_line_stamps_is_read() -> None:
+    # Jenkins' timestamper puts its own stamp before every line, the frames' too.
+    log = b"""[2025-04-08T07:03:00.638Z]   File "/usr/local/lib/python3.9/site-packages/xgboost/core.py", line 2112, in update
+[2025-04-08T07:03:00.638Z]     _check_call(
+[2025-04-08T07:03:00.639Z]   File "/usr/local/lib/python3.9/site-packages/xgboost/core.py", line 296, in _check_call
+[2025-04-08T07:03:00.639Z]     raise XGBoostError(py_str(_LIB.XGBGetLastError()))
+[2025-04-08T07:03:00.639Z] xgboost.core.XGBoostError: [07:02:59] common.h:174: label must be in [0, 1]
+[2025-04-08T07:03:00.639Z] Stack trace:
+"""
+    findings = classify_bytes(RULEBOOK, [log])
+    assert [(f.rule.id, f.exception) for f in findings] == [("PY", "xgboost.core.XGBoostError")]
+
+
+def test_tensorflow_not_finding_a_path_on_windows_is_the_operators() -> None:
+    log = b"""Traceback (most recent call last):
+  File "model_main_tf2.py", line 113, in <module>
+    tf.compat.v1.app.run()
+tensorflow.python.framework.errors_impl.NotFoundError: NewRandomAccessFile failed to Create/Open: models\\my_ssd\\pipeline.config : The system cannot find the path specified.
+; No such process
+"""
+    verdict = classify_excerpt(RULEBOOK, log)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PATH", "ops")
+
+
+def test_a_cut_off_traceback_that_shows_the_raise_is_judged_by_what_it_raises() -> None:
+    log = _CUT_HEAD + (
+        b'  File "/envs/x/lib/python3.8/site-packages/datasets/data_files.py", line 499, in get_data_patterns\n'
+        b'    raise EmptyDatasetError(f"The directory at {base_path} doesn\'t contain any data files") from None\n')
+    verdict = classify_excerpt(RULEBOOK, log)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("PATH", "ops")
+    # A raise no specific rule knows says no more than the cut itself.
+    plain = log.replace(b"EmptyDatasetError(f\"The directory at {base_path} doesn't contain any data files\")",
+                        b"ValueError(f\"bad shape {x.shape}\")")
+    verdict = classify_excerpt(RULEBOOK, plain)
+    assert verdict is not None and verdict.rule.id == "PY-CUT"
+
+
+def test_a_traceback_relogged_by_a_gui_behind_stamps_and_level_tags_is_read() -> None:
+    # A trainer GUI re-logs its child's stderr line by line: a stamp and `[INFO] ` before each
+    # line, the code lines' indent lost.
+    log = b"""[2025-03-07 02:53:28] [INFO] File "C:\\sd-scripts\\library\\utils.py", line 369, in load_safetensors
+[2025-03-07 02:53:28] [INFO] state_dict = load_file(path)  # prevent device invalid Error
+[2025-03-07 02:53:28] [INFO] File "C:\\env\\lib\\site-packages\\safetensors\\torch.py", line 313, in load_file
+[2025-03-07 02:53:28] [INFO] with safe_open(filename, framework="pt", device=device) as f:
+[2025-03-07 02:53:28] [INFO] safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer
+[2025-03-07 02:53:29] [INFO] Traceback (most recent call last):
+[2025-03-07 02:53:29] [INFO] File "C:\\miniconda\\lib\\runpy.py", line 196, in _run_module_as_main
+[2025-03-07 02:53:29] [INFO] return _run_code(code, main_globals, None,
+[2025-03-07 02:53:29] [INFO] File "C:\\env\\lib\\site-packages\\accelerate\\commands\\launch.py", line 1106, in launch_command
+[2025-03-07 02:53:29] [INFO] simple_launcher(args)
+[2025-03-07 02:53:29] [INFO] ValueError: bad launch
+"""
+    findings = classify_bytes(RULEBOOK, [log])
+    assert [(f.rule.id, f.line_no, f.exception) for f in findings] == [
+        ("PY", 5, "safetensors_rust.SafetensorError"), ("PY", 11, "ValueError")]
+
+
+def test_a_frame_indented_deeper_than_cpython_carries_the_decorations_indent() -> None:
+    # A logger's `[ERROR]` plus one space before each line: the exception line is indented by
+    # one space too, and must still end the traceback.
+    log = b"""2022-12-28 16:13:02 [ERROR]    File "/src/basics.py", line 138, in evaluate_models
+2022-12-28 16:13:02 [ERROR]      losses[k] += task_loss(state, output, target).item()
+2022-12-28 16:13:02 [ERROR]  RuntimeError: CUDA error: device-side assert triggered
+epoch 1 step 3
+"""
+    findings = classify_bytes(RULEBOOK, [log])
+    assert [(f.rule.id, f.line_no) for f in findings] == [("O14", 3)]
+
+
+@pytest.mark.parametrize(("tail", "rule"), [
+    # tqdm's last redraw, flushed after the traceback when the process exits
+    (b"RuntimeError: numel: integer multiplication overflow\n"
+     b"Training progress:  18%|#####     | 17940/100000 [1:36:57<7:23:31,  3.08it/s, Loss=0.07]\n", "PY"),
+    # an exception with an empty message
+    (b"----> 6     data = self.dataset.next()\nStopIteration: \n", "PY"),
+    # TensorFlow's errno text on a line of its own
+    (b"tensorflow.python.framework.errors_impl.NotFoundError: NewRandomAccessFile failed to "
+     b"Create/Open: cfg\\pipeline.config : The system cannot find the path specified.\n; No such process\n",
+     "PATH"),
+])
+def test_an_excerpt_ending_on_an_exception_line_may_carry_what_follows_it_on_exit(
+        tail: bytes, rule: str) -> None:
+    verdict = classify_excerpt(RULEBOOK, b"epoch 3 step 9 loss 0.4\n" + tail)
+    assert verdict is not None and verdict.rule.id == rule
+
+
+def test_a_progress_bar_that_goes_on_after_an_exception_line_is_a_handled_error() -> None:
+    log = (b"RuntimeError: numel: integer multiplication overflow\n"
+           b"Training progress:  18%|#####     | 17940/100000 [1:36:57<7:23:31,  3.08it/s]\n"
+           b"Training progress:  19%|#####     | 18940/100000 [1:37:57<7:22:31,  3.08it/s]\n")
+    assert classify_excerpt(RULEBOOK, log) is None

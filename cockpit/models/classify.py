@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from cockpit.models.rules import PROCESS_TAGS, Rule, Rulebook
+from cockpit.models.rules import LEVEL_TAG, LINE_STAMP, PROCESS_TAGS, Rule, Rulebook
 
 MAX_CARRY = 65536
 """Bytes of an unfinished line kept for the next feed (a 10 MB line is not buffered)."""
@@ -40,9 +40,10 @@ EXCERPT = 240
 _HEADER = b"Traceback (most recent call last):"
 _FRAME_RE = re.compile(rb'^\s*(?:> )?File "(?P<path>[^"]*)", line (?P<line>\d+), in (?P<fn>.*)$')
 """A frame line; loguru marks the failing frame with `> `."""
-_STAMP_RE = re.compile(rb"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
+_STAMP_RE = re.compile(b"^" + LINE_STAMP.encode())
 """A timestamp a log collector puts before every line (`kubectl logs --timestamps`, `docker
-logs -t`): it differs line by line, so it cannot be stripped as one fixed prefix."""
+logs -t`, Jenkins' `[2025-04-08T07:03:00.638Z] `, a notebook runner's `[01:17:10.938]: `): it
+differs line by line, so it cannot be stripped as one fixed prefix."""
 _RICH_HEADER_RE = re.compile(rb"^\s*\xe2\x95\xad\S* Traceback \(most recent call last\) ")
 """rich's traceback box top: `╭───── Traceback (most recent call last) ─────╮`."""
 _BOX = ("│".encode(), "╰".encode(), "╭".encode())
@@ -65,6 +66,12 @@ PREV_LINE = 256
 `Exception ignored in:` (the marker sits at the line's start, after any rank or time prefix)."""
 _CTRL_C = b"^C"
 """How a terminal echoes Ctrl-C; a traceback header glued behind it was raised by the key."""
+_LEVEL_TAG_RE = re.compile(LEVEL_TAG.encode())
+_RAISE_RE = re.compile(rb"""^\s*raise\s+(?P<type>[A-Za-z_][\w.]*)\((?:[rfbu]{0,2}["'])?(?P<message>.*)""")
+"""A code line that raises an exception, with the start of its message (a literal's text)."""
+_NAMED_RE = re.compile(rb"^[A-Za-z_][\w.]*:(?:\s|$)")
+"""An exception line's `Name: message` shape (`torch._dynamo.exc.Unsupported: ...`), which a
+code line that lost its indent rarely has."""
 _CHAIN = (b"During handling of the above exception", b"The above exception was the direct cause")
 _ORIGINAL = b"Original Traceback"
 _NCCL_DETAIL_RE = re.compile(rb"^(?:nccl[A-Z]\w*: |Last error:)")
@@ -257,8 +264,13 @@ class LogClassifier:
                 # newline (a tqdm bar, `^C` echoed by the terminal): judge it as one.
                 self._prefix_finding(line[:header], out)
                 prefix = line[:header]
-                stamped = _STAMP_RE.fullmatch(prefix) is not None
-                self._tb = _Traceback(prefix=b"" if stamped else prefix, stamped=stamped,
+                # A line stamp differs line by line: stripped from each line before the rest
+                # of the prefix (`[2025-03-07 02:53:29] [INFO] `) is matched as fixed.
+                stamp = _STAMP_RE.match(prefix)
+                stamped = stamp is not None
+                if stamp is not None:
+                    prefix = prefix[stamp.end():]
+                self._tb = _Traceback(prefix=prefix, stamped=stamped,
                                       tagged=_TAGS_RE.fullmatch(prefix) is not None,
                                       ignored=_IGNORED in self._line_before(buf, start),
                                       interrupted=_CTRL_C in prefix)
@@ -271,12 +283,20 @@ class LogClassifier:
                 self._line_no += 1
                 counted = pos = stop + 1
                 continue
-            tags = _TAGS_RE.match(line)
-            behind = tags.end() if tags is not None else 0
+            stamp = _STAMP_RE.match(line)
+            lead = stamp.end() if stamp is not None else 0
+            level = _LEVEL_TAG_RE.match(line, lead)
+            tags = _TAGS_RE.match(line, level.end() if level is not None else lead)
+            behind = tags.end() if tags is not None else level.end() if level is not None else lead
             if _FRAME_RE.match(line[behind:]):
-                # A frame without a header: the traceback starts here (behind a process's
-                # tags, which its other lines carry too).
-                self._tb = _Traceback(prefix=line[:behind], tagged=behind > 0, headless=True)
+                # CPython indents a frame by two spaces: more is the decoration's own (a
+                # logger's `[ERROR]  `, a quoted paste), which the exception line carries too.
+                indent = len(line) - behind - len(line[behind:].lstrip(b" "))
+                behind += max(0, indent - 2)
+                # A frame without a header: the traceback starts here (behind a line stamp, a
+                # logger's level tag or a process's tags, which its other lines carry too).
+                self._tb = _Traceback(prefix=line[lead:behind], stamped=stamp is not None,
+                                      tagged=tags is not None, headless=True)
                 counted = pos = start
                 continue
             # The carried line was scanned while unfinished: what it reported stays reported.
@@ -430,6 +450,8 @@ class LogClassifier:
                 if len(tb.strays) < MAX_STRAYS:
                     tb.strays.append((self._line_no, line))
                 return
+            if after_frame and not _HEADLESS_EXC_RE.match(line) and not _NAMED_RE.match(line):
+                return  # the frame's code line, its indent lost (a GUI re-logging stderr)
             self._exception_line(tb, line)
 
     def _exception_line(self, tb: _Traceback, line: bytes) -> None:
@@ -437,6 +459,18 @@ class LogClassifier:
         tb.after_exception = True
         # `RuntimeError:` alone: its message follows on the next lines, up to a blank line.
         tb.open_message = line.rstrip().endswith(b":")
+
+    def _raised(self, tb: _Traceback) -> Rule | None:
+        """A specific rule for the exception a cut-off traceback's innermost code line raises
+        (`raise EmptyDatasetError(f"The directory at {base_path} doesn't contain any data
+        files")`), judged as the exception line it would have printed; None for the generic
+        one, which says no more than the cut rules."""
+        raised = _RAISE_RE.match(tb.last_code)
+        if raised is None:
+            return None
+        line = raised["type"] + b": " + raised["message"].rstrip(b"\"')")
+        rule = self.rulebook.match_line(line, traceback=tb.lines)
+        return rule if rule is not None and rule.id != "PY" else None
 
     def _close_traceback(self, out: list[Finding], at_end: bool = False) -> None:
         tb, self._tb = self._tb, None
@@ -451,7 +485,7 @@ class LogClassifier:
                 out += self._relined(line, line_no)
             if at_end and len(out) == before and tb.last_frame and not tb.headless \
                     and not (tb.ignored or tb.interrupted):
-                rule = self.rulebook.match_cut(tb.last_frame, tb.last_code)
+                rule = self._raised(tb) or self.rulebook.match_cut(tb.last_frame, tb.last_code)
                 if rule is not None:
                     out.append(Finding(rule, self._line_no, _text(tb.last_frame.strip()),
                                        tb.user_frame))
@@ -520,6 +554,11 @@ FINAL_LINES = 8
 """How many lines from the end an excerpt's final exception may sit (a launcher's exit notice
 or a shell prompt may follow it)."""
 _RANK_PREFIX_RE = re.compile(rb"^(?:\[(?:rank|default)\d*\]:\s*|" + _TAGS + rb")")
+_BAR_RE = re.compile(rb"\d{1,3}%\|[^|\n]*\|\s*\d+(?:\.\d+)?[kKM]?/\d")
+"""A tqdm bar (`18%|████      | 17940/100000 [...]`)."""
+_LEVEL_RE = re.compile(rb"^\[?(?:INFO|WARN(?:ING)?|ERROR|CRITICAL|FATAL)\]?(?::[\w.]+:|:\s*|\s+)")
+"""A logger's level before the exception line a program logged on its way out (`[INFO] `,
+`ERROR:root:`, `ERROR: `)."""
 _EPILOGUE_RE = re.compile(
     rb"^$|^\S*[$#>]$|^wandb:|(?i:exit|status|finished|failed|abort|terminat|press any key|"
     rb"error in atexit|hydra_full_error)")
@@ -527,9 +566,11 @@ _EPILOGUE_RE = re.compile(
 launcher's exit notice, the tracker's closing lines."""
 _CONTINUATION_RE = re.compile(
     rb"^\s|^(?:CUDA kernel errors might be asynchronously reported|For debugging consider passing "
-    rb"CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`|Search for `cuda\w+' in )")
-"""What belongs to the exception line above it: an indented message line (`    full_key: ...`)
-or the appendix torch prints under every CUDA error. Read past it to the exception line."""
+    rb"CUDA_LAUNCH_BLOCKING|Compile with `TORCH_USE_CUDA_DSA`|Search for `cuda\w+' in |; \w)")
+"""What belongs to the exception line above it: an indented message line (`    full_key: ...`),
+the appendix torch prints under every CUDA error, or the `; No such process` errno text
+TensorFlow appends to a status message on a line of its own. Read past it to the exception
+line."""
 
 
 def _line_above(buf: bytes, start: int) -> bytes:
@@ -556,8 +597,10 @@ def _final_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
     total = body.count(b"\n") + 1
     tail = body.rsplit(b"\n", FINAL_LINES)
     for back, raw in enumerate(reversed(tail)):
-        line = _RANK_PREFIX_RE.sub(b"", _STAMP_RE.sub(b"", raw.strip(), count=1))
-        if _HEADLESS_EXC_RE.match(line) and (b": " in line or line.endswith(b"Error")):
+        line = _LEVEL_RE.sub(b"", _RANK_PREFIX_RE.sub(b"", _STAMP_RE.sub(b"", raw.strip(), count=1)))
+        if back == 0 and _BAR_RE.search(line):
+            continue  # the progress bar's last redraw, flushed after the traceback on exit
+        if _HEADLESS_EXC_RE.match(line) and (b": " in line or line.endswith((b"Error", b":"))):
             if _ignored_above(b"\n".join(tail[:len(tail) - 1 - back])):
                 return []  # the end of a traceback CPython printed and ignored
             found = classify_bytes(rulebook, [_HEADER + b"\n" + line + b"\n"])

@@ -143,12 +143,21 @@ PROCESS_TAGS = (r'(?:[ \t]*\d{1,5}: |\[(?:rank|default)\d+\]: ?|\([\w.:-]* ?pid=
 `srun -l`'s task label (` 2: `), torchrun's rank (`[rank5]: `, `--tee`'s `[default0]:`), a Ray
 worker's (`(RolloutWorker pid=155213) `), mpirun's `--tag-output` (`[1,0]<stderr>:`). Valid in
 both RE2 and Python `re`."""
-TRACEBACK = (r'(?:Traceback \(most recent call last\)|^(?:' + PROCESS_TAGS + r')?'
-             r'\s*File "[^"]*", line \d+, in )')
+LINE_STAMP = (r'(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?'
+              r'|\[\d\d:\d\d:\d\d(?:[.,]\d+)?\]):? ')
+"""A timestamp a log collector puts before every line, differing line by line (`kubectl logs
+--timestamps`, `docker logs -t`, Jenkins' `[2025-04-08T07:03:00.638Z] `, TensorFlow's
+`2022-12-08 11:37:51.345475: `, a notebook runner's `[01:17:10.938]: `). Valid in both RE2 and
+Python `re`."""
+LEVEL_TAG = r'\[(?:INFO|WARN(?:ING)?|ERROR|CRITICAL|FATAL|DEBUG)\] '
+"""A logger's level tag that a tool re-logging a child's stderr puts before each of its lines
+(`[2025-03-07 02:53:29] [INFO] File "..."`)."""
+TRACEBACK = (r'(?:Traceback \(most recent call last\)|^(?:' + LINE_STAMP + r')?(?:' + LEVEL_TAG
+             + r')?(?:' + PROCESS_TAGS + r')?\s*File "[^"]*", line \d+, in )')
 """Where a Python traceback may start: its header (also as rich draws it, in a box), or (in
 an excerpt that lost the header, as pasted logs often do) its first `File "...", line N, in f`
-frame, also behind a process's tags (Ray prints an actor's traceback without a header, each
-line behind `(Actor pid=N) `)."""
+frame, also behind a line stamp, a logger's level tag or a process's tags (Ray prints an
+actor's traceback without a header, each line behind `(Actor pid=N) `)."""
 
 
 class Rulebook:
