@@ -1929,6 +1929,21 @@ ROUND_17_FAMILIES = [
     ('logits and labels must have the same first dimension, got logits shape [32,271573] and labels shape [960]', 'TORCH-BUG', 'real-bug'),
     ('@ERROR: max connections (25) reached -- try again later', 'NET', 'probabilistic'),
     ("datasets.data_files.EmptyDatasetError: The directory at /data/faces doesn't contain any data files", 'PATH', 'ops'),
+    ('[12146.826127] NVRM Xid (PCI:0000:0b:00) : 32, Channel ID 00000009 intr 00008000', 'XID', 'hardware'),
+    ("20220503 13:51:11 WARN: NVML: can't get temperature for GPU #0, error code 15", 'GPU-LOST', 'hardware'),
+    ("GPU #0: cudaError 30 (unknown error) calling 'result = cudaStreamSynchronize(stream)' (salsa_kernel.cu line 902)", 'GPU-LOST', 'hardware'),
+    ('Fatal GPU Error : CUDA error in func dev::eth::cudaminer::search at line 504 unknown error', 'GPU-LOST', 'hardware'),
+    ('Temperature limit on GPU #3 reached, aborting...', 'U23', 'hardware'),
+    ('Cuda driver error 804 in call at file', 'RP1', 'environment'),
+    ('Kokkos::Cuda::initialize ERROR: likely mismatch of architecture', 'U28', 'environment'),
+    ('[2019-11-09 07:52:23] Error: Curand error 203 - /home/mio/marian/src/tensors/rand.cpp:75: curandCreateGenerator(&generator_, CURAND_RNG_PSEUDO_DEFAULT)', 'NO-DRIVER', 'environment'),
+    ('Failed to pull image "nvcr.io/nvidia/driver:515.65.01-buildroot2021.02.12": rpc error: code = NotFound desc = failed to pull and unpack image', 'K8S3', 'environment'),
+    ("[2019-04-15 08:34:14] Error: CUDA error 2 'out of memory' - /src/tensors/gpu/device.cu:32: cudaMalloc(&data_, size)", 'U10', 'real-bug'),
+    ('All 10 retry attempts failed. The last failure: Unavailable: Error executing an HTTP request: HTTP response code 503', 'NET', 'probabilistic'),
+    ('OSError: HEAD request failed for url https://flair.informatik.hu-berlin.de/resources/embeddings/x.npy with status code 503.', 'NET', 'probabilistic'),
+    ("      The zone ''projects/broad-ml4cvd/zones/us-west1-a'' does not have enough resources", 'CAPACITY', 'probabilistic'),
+    ('cupy.cuda.nvrtc.NVRTCError: NVRTC_ERROR unknown (7)', 'U28', 'environment'),
+    ('RuntimeError: use_libuv was requested but PyTorch was build without libuv support', 'U28', 'environment'),
 ]
 
 ROUND_17_LOOK_ALIKES = [
@@ -1940,6 +1955,10 @@ ROUND_17_LOOK_ALIKES = [
     'Training failed with exit code -90',
     'memory allocation on node1: 64 GB requested',
     "INFO:tensorflow:Error reported to Coordinator: <class 'tensorflow.python.framework.errors_impl.NotFoundError'>,  Key global_step not found in checkpoint",
+    'NVML: cannot get fan speed for GPU #0, error code 150',
+    'CUDA error checking enabled; unknown errors will be reported',
+    'cuda error 8040 counted',
+    'HTTP response code 200 after 3 attempts',
 ]
 
 
@@ -2059,3 +2078,19 @@ def test_a_progress_bar_that_goes_on_after_an_exception_line_is_a_handled_error(
            b"Training progress:  18%|#####     | 17940/100000 [1:36:57<7:23:31,  3.08it/s]\n"
            b"Training progress:  19%|#####     | 18940/100000 [1:37:57<7:22:31,  3.08it/s]\n")
     assert classify_excerpt(RULEBOOK, log) is None
+
+
+def test_a_generic_exception_gives_way_to_the_specific_line_printed_under_it() -> None:
+    log = b"""Traceback (most recent call last):
+  File "/envs/x/lib/python3.9/site-packages/urllib3/util/connection.py", line 85, in create_connection
+    sock.connect(sa)
+ConnectionRefusedError: [Errno 111] Connection refused
+requests.exceptions.ConnectionError: HTTPSConnectionPool(host='zenodo.org', port=443): Max retries exceeded with url: /record/1/files/w.zip (Caused by NewConnectionError)
+"""
+    verdict = classify_excerpt(RULEBOOK, log)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("NET", "probabilistic")
+    # A specific exception is not outranked by a later line of its tier: the earliest wins.
+    specific = log.replace(b"ConnectionRefusedError: [Errno 111] Connection refused",
+                           b"FileNotFoundError: [Errno 2] No such file or directory: 'w.zip'")
+    verdict = classify_excerpt(RULEBOOK, specific)
+    assert verdict is not None and verdict.rule.id == "PATH"

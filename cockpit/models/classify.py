@@ -544,10 +544,13 @@ def primary_cause(findings: Sequence[Finding]) -> Finding | None:
     Scheduler and launcher state and signals come first (a Slurm oom-kill, torchrun's
     `exitcode: -9`, a preemption), then kernel and driver lines (Xid, fallen off the bus, the
     kernel OOM killer), then the program's own text (exceptions, library messages); within a
-    tier the earliest event wins. Symptoms (an NCCL watchdog timeout, the launcher's
-    `ChildFailedError`, a DataLoader worker that died) name the log only when nothing else
-    does, because the peer's or the worker's own error is the cause."""
-    return min(findings, key=lambda f: (f.rule.rank, f.line_no), default=None)
+    tier the earliest event wins, except that a traceback's generic exception (the catch-all
+    `PY`) gives way to a specific event of its tier (requests' `ConnectionError: ... Max
+    retries exceeded` printed under the socket's bare `ConnectionRefusedError`). Symptoms (an
+    NCCL watchdog timeout, the launcher's `ChildFailedError`, a DataLoader worker that died)
+    name the log only when nothing else does, because the peer's or the worker's own error is
+    the cause."""
+    return min(findings, key=lambda f: (f.rule.rank, f.rule.id == "PY", f.line_no), default=None)
 
 
 FINAL_LINES = 8
