@@ -1944,6 +1944,9 @@ ROUND_17_FAMILIES = [
     ("      The zone ''projects/broad-ml4cvd/zones/us-west1-a'' does not have enough resources", 'CAPACITY', 'probabilistic'),
     ('cupy.cuda.nvrtc.NVRTCError: NVRTC_ERROR unknown (7)', 'U28', 'environment'),
     ('RuntimeError: use_libuv was requested but PyTorch was build without libuv support', 'U28', 'environment'),
+    ('Processus arrêté', 'U9', 'host-oom'),
+    ("  HuggingFace authentication error downloading from 'Prior-Labs/tabpfn_3'. This model is gated and requires you to accept its terms.", 'HF-AUTH', 'ops'),
+    ('(LLMRayActor pid=226426) CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62 [repeated 3x across cluster]', 'U10', 'real-bug'),
 ]
 
 ROUND_17_LOOK_ALIKES = [
@@ -1959,6 +1962,8 @@ ROUND_17_LOOK_ALIKES = [
     'CUDA error checking enabled; unknown errors will be reported',
     'cuda error 8040 counted',
     'HTTP response code 200 after 3 attempts',
+    'Processus arrêté par le signal, reprise au checkpoint',
+    'Note: this repo is gated-free and open to all',
 ]
 
 
