@@ -2099,3 +2099,17 @@ requests.exceptions.ConnectionError: HTTPSConnectionPool(host='zenodo.org', port
                            b"FileNotFoundError: [Errno 2] No such file or directory: 'w.zip'")
     verdict = classify_excerpt(RULEBOOK, specific)
     assert verdict is not None and verdict.rule.id == "PATH"
+
+
+def test_headless_frames_that_stop_in_a_network_call_still_name_it() -> None:
+    # The header fell outside the paste; the frames stop inside http.client.
+    log = b"""[rank0]:   File "/envs/x/lib/python3.11/site-packages/trl/extras/vllm_client.py", line 160, in update_named_param
+[rank0]:     response = self.session.post(url, json={"name": name})
+[rank0]:   File "/envs/x/lib/python3.11/http/client.py", line 1395, in getresponse
+[rank0]:     response.begin()
+"""
+    verdict = classify_excerpt(RULEBOOK, log)
+    assert verdict is not None and (verdict.rule.id, verdict.klass) == ("NET-CUT", "probabilistic")
+    # Stopping anywhere else says nothing without the header (it may be a stack dump).
+    other = log.replace(b"/envs/x/lib/python3.11/http/client.py", b"/src/model/base.py")
+    assert classify_excerpt(RULEBOOK, other) is None

@@ -483,10 +483,13 @@ class LogClassifier:
             before = len(out)
             for line_no, line in tb.strays:
                 out += self._relined(line, line_no)
-            if at_end and len(out) == before and tb.last_frame and not tb.headless \
+            if at_end and len(out) == before and tb.last_frame \
                     and not (tb.ignored or tb.interrupted):
                 rule = self._raised(tb) or self.rulebook.match_cut(tb.last_frame, tb.last_code)
-                if rule is not None:
+                # Frames without a header may be a stack dump (dynamo's graph-break warning,
+                # logging's `stack_info`): only where they stop (a network call, an import)
+                # names something, never the bare fact that they stop.
+                if rule is not None and not (tb.headless and rule.id == "PY-CUT"):
                     out.append(Finding(rule, self._line_no, _text(tb.last_frame.strip()),
                                        tb.user_frame))
             return
