@@ -2113,3 +2113,18 @@ def test_headless_frames_that_stop_in_a_network_call_still_name_it() -> None:
     # Stopping anywhere else says nothing without the header (it may be a stack dump).
     other = log.replace(b"/envs/x/lib/python3.11/http/client.py", b"/src/model/base.py")
     assert classify_excerpt(RULEBOOK, other) is None
+
+
+def test_an_exception_whose_repr_goes_on_below_it_still_ends_the_excerpt() -> None:
+    log = b"""epoch 3 step 9 loss 0.4
+2022-01-23 02:08:36.029 tarfile.ReadError: ("unexpected end of data @ <_io.BufferedReader name='train-30/00000022.tar'>",
+<_io.BufferedReader name='train-30/00000022.tar'>, {'__url__': 'train-30/00000022.tar', '__worker__': 'None',
+'__rank__': '(18, 32)'})
+"""
+    verdict = classify_excerpt(RULEBOOK, log)
+    assert verdict is not None and (verdict.rule.id, verdict.line_no) == ("PY", 2)
+    # Once the repr is closed, more of the run's output means the error was handled.
+    assert classify_excerpt(RULEBOOK, log + b"epoch 4 step 1 loss 0.3\n") is None
+    # A bracket the message never closes does not swallow the run's output either.
+    open_only = b"epoch 3\nValueError: bad value (see the docs\nepoch 4 step 1 loss 0.3\n"
+    assert classify_excerpt(RULEBOOK, open_only) is None

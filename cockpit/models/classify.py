@@ -602,19 +602,41 @@ def _final_exception(rulebook: Rulebook, data: bytes) -> list[Finding]:
     body = data.rstrip().replace(b"\r\n", b"\n")
     total = body.count(b"\n") + 1
     tail = body.rsplit(b"\n", FINAL_LINES)
+    after: list[bytes] = []  # lines below the candidate that are neither epilogue nor appendix
     for back, raw in enumerate(reversed(tail)):
         line = _LEVEL_RE.sub(b"", _RANK_PREFIX_RE.sub(b"", _STAMP_RE.sub(b"", raw.strip(), count=1)))
         if back == 0 and _BAR_RE.search(line):
             continue  # the progress bar's last redraw, flushed after the traceback on exit
         if _HEADLESS_EXC_RE.match(line) and (b": " in line or line.endswith((b"Error", b":"))):
+            if after and not _closes_on(line, after):
+                return []  # the run went on after it: a handled error it printed
             if _ignored_above(b"\n".join(tail[:len(tail) - 1 - back])):
                 return []  # the end of a traceback CPython printed and ignored
             found = classify_bytes(rulebook, [_HEADER + b"\n" + line + b"\n"])
             return [Finding(f.rule, total - back, f.excerpt, f.frame, f.exception)
                     for f in found]
-        if not _EPILOGUE_RE.search(line) and not _CONTINUATION_RE.match(raw):
-            break  # the run went on after it: a handled error it printed
+        if after or (not _EPILOGUE_RE.search(line) and not _CONTINUATION_RE.match(raw)):
+            after.insert(0, line)  # the run went on after it, or its message's repr goes on
     return []
+
+
+def _depth(line: bytes) -> int:
+    """Brackets `line` opens minus those it closes (a repr spread over lines)."""
+    return sum(line.count(c) for c in (b"(", b"[", b"{")) - sum(
+        line.count(c) for c in (b")", b"]", b"}"))
+
+
+def _closes_on(exception: bytes, after: list[bytes]) -> bool:
+    """Whether the lines `after` an exception line are its message going on: a tuple or dict
+    repr it opened (`tarfile.ReadError: ("unexpected end of data @ <...>",`) that stays open
+    until the last of them closes it. Anything else after it is the run going on."""
+    depth = _depth(exception)
+    for i, line in enumerate(after):
+        if depth <= 0:
+            # closed before this line: only the epilogue may follow
+            return all(_EPILOGUE_RE.search(rest) for rest in after[i:])
+        depth += _depth(line)
+    return depth == 0
 
 
 _IPYTHON_HEADER_RE = re.compile(
