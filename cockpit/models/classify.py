@@ -41,9 +41,8 @@ _HEADER = b"Traceback (most recent call last):"
 _FRAME_RE = re.compile(rb'^\s*(?:> )?File "(?P<path>[^"]*)", line (?P<line>\d+), in (?P<fn>.*)$')
 """A frame line; loguru marks the failing frame with `> `."""
 _STAMP_RE = re.compile(b"^" + LINE_STAMP.encode())
-"""A timestamp a log collector puts before every line (`kubectl logs --timestamps`, `docker
-logs -t`, Jenkins' `[2025-04-08T07:03:00.638Z] `, a notebook runner's `[01:17:10.938]: `): it
-differs line by line, so it cannot be stripped as one fixed prefix."""
+"""`rules.LINE_STAMP` at a line's start: it differs line by line, so it cannot be stripped as
+one fixed prefix."""
 _RICH_HEADER_RE = re.compile(rb"^\s*\xe2\x95\xad\S* Traceback \(most recent call last\) ")
 """rich's traceback box top: `╭───── Traceback (most recent call last) ─────╮`."""
 _BOX = ("│".encode(), "╰".encode(), "╭".encode())
@@ -67,6 +66,9 @@ PREV_LINE = 256
 _CTRL_C = b"^C"
 """How a terminal echoes Ctrl-C; a traceback header glued behind it was raised by the key."""
 _LEVEL_TAG_RE = re.compile(LEVEL_TAG.encode())
+CATCH_ALL = "PY"
+"""The rule that names any traceback's exception line no specific rule knows: it says no
+more than "the program raised", so a specific event of its tier outranks it."""
 _RAISE_RE = re.compile(rb"""^\s*raise\s+(?P<type>[A-Za-z_][\w.]*)\((?:[rfbu]{0,2}["'])?(?P<message>.*)""")
 """A code line that raises an exception, with the start of its message (a literal's text)."""
 _NAMED_RE = re.compile(rb"^[A-Za-z_][\w.]*:(?:\s|$)")
@@ -470,7 +472,7 @@ class LogClassifier:
             return None
         line = raised["type"] + b": " + raised["message"].rstrip(b"\"')")
         rule = self.rulebook.match_line(line, traceback=tb.lines)
-        return rule if rule is not None and rule.id != "PY" else None
+        return rule if rule is not None and rule.id != CATCH_ALL else None
 
     def _close_traceback(self, out: list[Finding], at_end: bool = False) -> None:
         tb, self._tb = self._tb, None
@@ -553,7 +555,8 @@ def primary_cause(findings: Sequence[Finding]) -> Finding | None:
     NCCL watchdog timeout, the launcher's `ChildFailedError`, a DataLoader worker that died)
     name the log only when nothing else does, because the peer's or the worker's own error is
     the cause."""
-    return min(findings, key=lambda f: (f.rule.rank, f.rule.id == "PY", f.line_no), default=None)
+    return min(findings, key=lambda f: (f.rule.rank, f.rule.id == CATCH_ALL, f.line_no),
+               default=None)
 
 
 FINAL_LINES = 8
