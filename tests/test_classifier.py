@@ -2128,3 +2128,18 @@ def test_an_exception_whose_repr_goes_on_below_it_still_ends_the_excerpt() -> No
     # A bracket the message never closes does not swallow the run's output either.
     open_only = b"epoch 3\nValueError: bad value (see the docs\nepoch 4 step 1 loss 0.3\n"
     assert classify_excerpt(RULEBOOK, open_only) is None
+
+
+def test_a_coloured_log_is_read_as_printed_in_any_chunking() -> None:
+    # A program forced to colour its output (loguru, rich, Ray on a terminal): the escape
+    # sequences sit inside the words the rules anchor on.
+    log = (b"\x1b[32mepoch 3 step 9 loss 0.4\x1b[0m\n"
+           b"\x1b[31mTraceback (most recent call last):\x1b[0m\n"
+           b'  File "train.py", line 9, in <module>\n    main()\n'
+           b"\x1b[31m\x1b[1mKeyError\x1b[0m:\x1b[1m 'label'\x1b[0m\n"
+           b"\x1b[36m(RayTrainWorker pid=1942)\x1b[0m Killed\n")
+    whole = [(f.rule.id, f.line_no) for f in classify_bytes(RULEBOOK, [log])]
+    assert ("PY", 5) in whole
+    for size in (1, 3, 7):
+        chunks = [log[i:i + size] for i in range(0, len(log), size)]
+        assert [(f.rule.id, f.line_no) for f in classify_bytes(RULEBOOK, chunks)] == whole
