@@ -66,10 +66,12 @@ PREV_LINE = 256
 _CTRL_C = b"^C"
 """How a terminal echoes Ctrl-C; a traceback header glued behind it was raised by the key."""
 _LEVEL_TAG_RE = re.compile(LEVEL_TAG.encode())
-_CSI_RE = re.compile(rb"\x1b\[[0-9;?]{0,32}[ -/]{0,4}[@-~]")
-"""A terminal control sequence (colours, cursor moves) that a program writing to a terminal, or
-forced to colour its output, puts around its words (as `models.progress` strips them too). A
-sequence cut by a feed stays in the unfinished line and is stripped when the line completes."""
+_SGR_RE = re.compile(rb"\x1b\[[0-9;]{0,32}m")
+"""A colour (SGR) sequence that a program writing to a terminal, or forced to colour its
+output, puts around its words: formatting, not content, so it is read past. Any other control
+sequence (a clear-screen, a cursor move) is left in the text, where the screens show it visible
+as the odd content it is. A sequence cut by a feed stays in the unfinished line and is stripped
+when the line completes."""
 CATCH_ALL = "PY"
 """The rule that names any traceback's exception line no specific rule knows: it says no
 more than "the program raised", so a specific event of its tier outranks it."""
@@ -220,7 +222,7 @@ class LogClassifier:
         if b"\r\n" in buf:
             buf = buf.replace(b"\r\n", b"\n")
         if b"\x1b" in buf:
-            buf = _CSI_RE.sub(b"", buf)  # colours: `\x1b[31mKeyError\x1b[0m: 'x'` reads as printed
+            buf = _SGR_RE.sub(b"", buf)  # colours: `\x1b[31mKeyError\x1b[0m: 'x'` reads as printed
         end = buf.rfind(b"\n") + 1  # [0, end) are complete lines
         out: list[Finding] = []
         self._complete(buf, end, carried, out)
